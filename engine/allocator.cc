@@ -1,0 +1,96 @@
+#include "engine/allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace oneinfer {
+
+namespace {
+constexpr size_t kAlign = 64;
+// Blocks cached beyond this many bytes over the in-use count are freed, so a growing
+// KV cache does not pin every old size forever.
+constexpr size_t kMaxCachedSlack = size_t{64} << 20;
+}  // namespace
+
+size_t AllocatorSizeClass(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes <= 4096) return (bytes + kAlign - 1) / kAlign * kAlign;
+  // Eight classes per power of two keeps waste under 12.5%.
+  size_t p = 1;
+  while ((p << 1) <= bytes) p <<= 1;
+  const size_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+std::shared_ptr<Allocator> Allocator::Create() {
+  return std::shared_ptr<Allocator>(new Allocator());
+}
+
+Allocator::~Allocator() { Trim(); }
+
+void* Allocator::Take(size_t size_class) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_ += size_class;
+    if (in_use_ > peak_) peak_ = in_use_;
+    auto it = free_.find(size_class);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= size_class;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kAlign, size_class);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void Allocator::Give(void* p, size_t size_class) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_use_ -= size_class;
+  if (cached_bytes_ + size_class > in_use_ + kMaxCachedSlack) {
+    std::free(p);
+    return;
+  }
+  free_[size_class].push_back(p);
+  cached_bytes_ += size_class;
+}
+
+Tensor Allocator::Allocate(DType dtype, Shape shape) {
+  if (dtype == DType::kString) return Tensor::Empty(dtype, std::move(shape));
+  const size_t bytes = StorageBytes(dtype, NumElements(shape));
+  const size_t size_class = AllocatorSizeClass(bytes);
+  void* p = Take(size_class);
+  std::memset(p, 0, bytes);
+  std::shared_ptr<Allocator> self = shared_from_this();
+  std::shared_ptr<void> holder(p, [self, size_class](void* q) { self->Give(q, size_class); });
+  return Tensor::Wrap(dtype, std::move(shape), std::move(holder), p);
+}
+
+size_t Allocator::bytes_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
+size_t Allocator::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
+}
+
+void Allocator::ResetPeak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_ = in_use_;
+}
+
+void Allocator::Trim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [size_class, blocks] : free_) {
+    for (void* p : blocks) std::free(p);
+  }
+  free_.clear();
+  cached_bytes_ = 0;
+}
+
+}  // namespace oneinfer

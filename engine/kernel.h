@@ -1,0 +1,145 @@
+// The contract between the executor and an operator kernel.
+//
+// A kernel is created once per node when the session is loaded (KernelInit: attributes,
+// constant inputs, subgraphs) and then runs many times (OpContext: values of this run).
+// Compute() is const: one kernel may serve concurrent Session::Run calls, so any lazy
+// state a kernel keeps must be guarded by the kernel itself.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <deque>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/value.h"
+#include "graph/ir.h"
+#include "oneinfer/tensor.h"
+
+namespace oneinfer {
+
+class Allocator;
+class ThreadPool;
+class OpContext;
+struct SessionConfig;
+
+// Runs a compiled subgraph (If/Loop/Scan bodies). Names the subgraph reads from enclosing
+// scopes are resolved through the OpContext of the node that owns it.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual const Graph& graph() const = 0;
+  // inputs: one value per subgraph input, in order. Returns one value per subgraph output.
+  virtual absl::StatusOr<std::vector<Value>> Run(OpContext& outer, std::vector<Value> inputs) const = 0;
+};
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual absl::Status Compute(OpContext& ctx) const = 0;
+};
+
+// What a kernel factory sees at load time.
+class KernelInit {
+ public:
+  virtual ~KernelInit() = default;
+  virtual const Node& node() const = 0;
+  // The opset of the node's domain in this model.
+  virtual int64_t opset() const = 0;
+  // The value of input i when it is a constant (initializer or folded), else nullptr.
+  virtual const Tensor* ConstantInput(size_t i) const = 0;
+  // Declared type of input/output i, when the graph says (value_info, inputs, outputs).
+  virtual const TypeInfo* InputType(size_t i) const = 0;
+  virtual const TypeInfo* OutputType(size_t i) const = 0;
+  // Compiles a graph-valued attribute into a runner.
+  virtual absl::StatusOr<std::unique_ptr<SubgraphRunner>> CompileSubgraph(const Graph& g) const = 0;
+  virtual const SessionConfig& config() const = 0;
+};
+
+// What a kernel sees while it runs.
+class OpContext {
+ public:
+  virtual ~OpContext() = default;
+  virtual const Node& node() const = 0;
+  virtual int64_t opset() const = 0;
+
+  virtual size_t num_inputs() const = 0;
+  // Present means: named in the node and not the empty name.
+  virtual bool has_input(size_t i) const = 0;
+  // The input value; nullptr when the input is omitted.
+  virtual const Value* input_value(size_t i) const = 0;
+  // Input i as a tensor. Precondition: has_input(i) and the value is a tensor
+  // (the executor checks value kinds before calling Compute).
+  const Tensor& input(size_t i) const { return input_value(i)->tensor; }
+
+  virtual size_t num_outputs() const = 0;
+  // False when the node leaves output i unnamed; the kernel may skip computing it.
+  virtual bool has_output(size_t i) const = 0;
+  // Allocates output i (zero-filled) from the session's allocator and returns it.
+  virtual Tensor& AllocateOutput(size_t i, DType dtype, const Shape& shape) = 0;
+  // Sets output i to an existing tensor (a view of an input, a constant, ...).
+  virtual void SetOutput(size_t i, Tensor t) = 0;
+  virtual void SetOutputValue(size_t i, Value v) = 0;
+  // Scratch memory from the session's allocator.
+  virtual Tensor AllocateTemp(DType dtype, const Shape& shape) = 0;
+
+  virtual ThreadPool* thread_pool() const = 0;
+  // Resolves a name read by one of this node's subgraphs (an implicit input).
+  virtual const Value* LookupOuterScope(const std::string& name) const = 0;
+};
+
+using KernelFactory = std::function<absl::StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;
+
+// A kernel that is a plain function of its context.
+using KernelFn = std::function<absl::Status(OpContext&)>;
+KernelFactory MakeFnKernel(KernelFn fn);
+
+// Kernel registry keyed by (domain, op_type, opset range). Each ops/ family file registers
+// its kernels from its own Register*Ops function; Global() calls each once.
+class KernelRegistry {
+ public:
+  struct Entry {
+    std::string domain;
+    std::string op_type;
+    int64_t first_opset;  // the ONNX since_version this implementation follows
+    int64_t last_opset;   // the last opset it is known to match (before the next schema change)
+    KernelFactory factory;
+    // Sequence, optional and control-flow ops take non-tensor values; others get tensors only.
+    bool accepts_non_tensors = false;
+  };
+
+  static KernelRegistry& Global();
+
+  Entry& Add(std::string domain, std::string op_type, int64_t first_opset, int64_t last_opset,
+             KernelFactory factory);
+  Entry& AddFn(std::string domain, std::string op_type, int64_t first_opset, int64_t last_opset,
+               KernelFn fn) {
+    return Add(std::move(domain), std::move(op_type), first_opset, last_opset, MakeFnKernel(std::move(fn)));
+  }
+  // The entry whose opset range holds `opset`, or nullptr.
+  const Entry* Find(const std::string& domain, const std::string& op_type, int64_t opset) const;
+  // True if some version of the op is registered (for "unsupported opset" vs "unknown op").
+  bool Knows(const std::string& domain, const std::string& op_type) const;
+  const std::deque<Entry>& entries() const { return entries_; }
+
+ private:
+  std::deque<Entry> entries_;  // deque: Add() hands out references that must stay valid
+};
+
+// "ai.onnx" and "" are the same domain.
+std::string CanonicalDomain(const std::string& domain);
+
+// Error helpers that name the node.
+template <typename... Args>
+absl::Status InvalidArgument(const OpContext& ctx, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(ctx.node().Describe(), ": ", args...));
+}
+template <typename... Args>
+absl::Status Unimplemented(const Node& node, const Args&... args) {
+  return absl::UnimplementedError(absl::StrCat(node.Describe(), ": ", args...));
+}
+
+}  // namespace oneinfer

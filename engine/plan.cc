@@ -1,0 +1,322 @@
+#include "engine/plan.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "graph/passes/passes.h"
+
+namespace oneinfer {
+
+namespace {
+
+absl::Status WithNode(const absl::Status& s, const Node& n) {
+  if (s.ok()) return s;
+  const std::string who = n.Describe();
+  if (absl::StrContains(s.message(), who)) return s;
+  return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+}
+
+std::string KindName(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kNone: return "an empty optional";
+    case Value::Kind::kSequence: return "a sequence";
+    case Value::Kind::kTensor: return "a tensor";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// KernelInit for one node of a plan being built.
+class PlanInit : public KernelInit {
+ public:
+  PlanInit(const ExecutionPlan& plan, const Node& node, int64_t opset, const std::set<std::string>& visible)
+      : plan_(plan), node_(node), opset_(opset), visible_(visible) {}
+  const Node& node() const override { return node_; }
+  int64_t opset() const override { return opset_; }
+  const Tensor* ConstantInput(size_t i) const override {
+    if (!node_.HasInput(i)) return nullptr;
+    const int s = plan_.SlotOf(node_.inputs[i]);
+    if (s < 0) return nullptr;
+    const auto& slot = plan_.slots_[static_cast<size_t>(s)];
+    if (slot.kind != ExecutionPlan::SlotKind::kConstant || !slot.constant.is_tensor()) return nullptr;
+    return &slot.constant.tensor;
+  }
+  const TypeInfo* InputType(size_t i) const override {
+    return node_.HasInput(i) ? plan_.graph_->FindType(node_.inputs[i]) : nullptr;
+  }
+  const TypeInfo* OutputType(size_t i) const override {
+    return node_.HasOutput(i) ? plan_.graph_->FindType(node_.outputs[i]) : nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<SubgraphRunner>> CompileSubgraph(const Graph& g) const override {
+    // The subgraph is owned by the node's attribute, which outlives the plan that runs it.
+    auto mutable_copy = std::make_shared<Graph>(g);
+    auto s = SortTopologically(*mutable_copy, visible_);
+    if (!s.ok()) return s;
+    auto plan = ExecutionPlan::Build(mutable_copy, plan_.res_, visible_);
+    if (!plan.ok()) return plan.status();
+    return std::unique_ptr<SubgraphRunner>(std::move(*plan));
+  }
+  const SessionConfig& config() const override { return *plan_.res_.config; }
+
+ private:
+  const ExecutionPlan& plan_;
+  const Node& node_;
+  int64_t opset_;
+  const std::set<std::string>& visible_;
+};
+
+// OpContext for one step of one run.
+class PlanContext : public OpContext {
+ public:
+  PlanContext(const ExecutionPlan& plan, const ExecutionPlan::Step& step, std::vector<const Value*>& ptr,
+              std::vector<Value>& owned)
+      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), scratch_(step.outputs.size()) {}
+
+  const Node& node() const override { return *step_.node; }
+  int64_t opset() const override { return step_.opset; }
+  size_t num_inputs() const override { return step_.inputs.size(); }
+  bool has_input(size_t i) const override { return i < step_.inputs.size() && step_.inputs[i] >= 0; }
+  const Value* input_value(size_t i) const override {
+    return has_input(i) ? ptr_[static_cast<size_t>(step_.inputs[i])] : nullptr;
+  }
+  size_t num_outputs() const override { return step_.outputs.size(); }
+  bool has_output(size_t i) const override { return i < step_.outputs.size() && step_.outputs[i] >= 0; }
+  Value& OutputSlot(size_t i) {
+    if (!has_output(i)) {
+      if (i >= scratch_.size()) scratch_.resize(i + 1);
+      return scratch_[i];
+    }
+    const size_t s = static_cast<size_t>(step_.outputs[i]);
+    ptr_[s] = &owned_[s];
+    return owned_[s];
+  }
+  Tensor& AllocateOutput(size_t i, DType dtype, const Shape& shape) override {
+    Value& v = OutputSlot(i);
+    v = Value::FromTensor(plan_.res_.allocator->Allocate(dtype, shape));
+    return v.tensor;
+  }
+  void SetOutput(size_t i, Tensor t) override { OutputSlot(i) = Value::FromTensor(std::move(t)); }
+  void SetOutputValue(size_t i, Value v) override { OutputSlot(i) = std::move(v); }
+  Tensor AllocateTemp(DType dtype, const Shape& shape) override {
+    return plan_.res_.allocator->Allocate(dtype, shape);
+  }
+  ThreadPool* thread_pool() const override { return plan_.res_.pool; }
+  const Value* LookupOuterScope(const std::string& name) const override {
+    for (size_t k = 0; k < step_.implicit_names.size(); ++k) {
+      if (step_.implicit_names[k] == name) return ptr_[static_cast<size_t>(step_.implicit_inputs[k])];
+    }
+    return nullptr;
+  }
+  bool produced(size_t i) const {
+    return !has_output(i) || ptr_[static_cast<size_t>(step_.outputs[i])] == &owned_[static_cast<size_t>(step_.outputs[i])];
+  }
+
+ private:
+  const ExecutionPlan& plan_;
+  const ExecutionPlan::Step& step_;
+  std::vector<const Value*>& ptr_;
+  std::vector<Value>& owned_;
+  std::vector<Value> scratch_;
+};
+
+int ExecutionPlan::SlotOf(const std::string& name) const {
+  for (size_t i = 0; i < slots_.size(); ++i) if (slots_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::shared_ptr<const Graph> graph,
+                                                                    const Resources& resources,
+                                                                    const std::set<std::string>& outer_names) {
+  std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
+  plan->graph_ = graph;
+  plan->res_ = resources;
+  const Graph& g = *graph;
+  std::map<std::string, int> index;
+  auto add_slot = [&](const std::string& name, SlotKind kind) -> int {
+    auto it = index.find(name);
+    if (it != index.end()) return it->second;
+    Slot s;
+    s.name = name;
+    s.kind = kind;
+    plan->slots_.push_back(std::move(s));
+    const int id = static_cast<int>(plan->slots_.size()) - 1;
+    index[name] = id;
+    return id;
+  };
+
+  // Phase 1: a slot for every name.
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const int s = add_slot(g.inputs[i].name, SlotKind::kInput);
+    Slot& slot = plan->slots_[static_cast<size_t>(s)];
+    slot.input_index = static_cast<int>(i);
+    auto it = g.initializers.find(g.inputs[i].name);
+    if (it != g.initializers.end()) {
+      slot.constant = Value::FromTensor(it->second);
+      slot.has_constant = true;
+    }
+    plan->input_slots_.push_back(s);
+  }
+  for (const auto& [name, t] : g.initializers) {
+    if (index.count(name)) continue;
+    const int s = add_slot(name, SlotKind::kConstant);
+    plan->slots_[static_cast<size_t>(s)].constant = Value::FromTensor(t);
+    plan->slots_[static_cast<size_t>(s)].has_constant = true;
+  }
+  for (const Node& n : g.nodes) {
+    for (const std::string& out : n.outputs) if (!out.empty()) add_slot(out, SlotKind::kNodeOutput);
+  }
+  auto resolve = [&](const std::string& name) -> absl::StatusOr<int> {
+    auto it = index.find(name);
+    if (it != index.end()) return it->second;
+    if (!outer_names.count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not defined in graph '", g.name, "'"));
+    }
+    return add_slot(name, SlotKind::kOuter);
+  };
+
+  // Names visible to subgraphs of this graph.
+  std::set<std::string> visible = outer_names;
+  for (const auto& [name, id] : index) visible.insert(name);
+
+  // Phase 2: a kernel per node.
+  auto& registry = KernelRegistry::Global();
+  for (const Node& n : g.nodes) {
+    Step step;
+    step.node = &n;
+    step.opset = g.OpsetFor(n.domain);
+    if (step.opset < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": the model imports no opset for domain '", n.domain, "'"));
+    }
+    for (const std::string& in : n.inputs) {
+      if (in.empty()) {
+        step.inputs.push_back(-1);
+        continue;
+      }
+      auto s = resolve(in);
+      if (!s.ok()) return WithNode(s.status(), n);
+      step.inputs.push_back(*s);
+    }
+    for (const std::string& name : n.implicit_inputs) {
+      auto s = resolve(name);
+      if (!s.ok()) return WithNode(s.status(), n);
+      step.implicit_inputs.push_back(*s);
+      step.implicit_names.push_back(name);
+    }
+    for (const std::string& out : n.outputs) step.outputs.push_back(out.empty() ? -1 : index.at(out));
+
+    const KernelRegistry::Entry* entry = registry.Find(n.domain, n.op_type, step.opset);
+    if (entry == nullptr) {
+      const std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
+      if (registry.Knows(n.domain, n.op_type)) {
+        return absl::UnimplementedError(absl::StrCat(n.Describe(), ": operator ", dom, ".", n.op_type,
+                                                     " is not supported at opset ", step.opset));
+      }
+      return absl::UnimplementedError(absl::StrCat(n.Describe(), ": unsupported operator ", dom, ".", n.op_type));
+    }
+    step.accepts_non_tensors = entry->accepts_non_tensors;
+    PlanInit init(*plan, n, step.opset, visible);
+    auto kernel = entry->factory(init);
+    if (!kernel.ok()) return WithNode(kernel.status(), n);
+    step.kernel = std::move(*kernel);
+    plan->steps_.push_back(std::move(step));
+  }
+  for (const ValueInfo& out : g.outputs) {
+    auto s = resolve(out.name);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("graph output '", out.name, "' is never produced"));
+    plan->output_slots_.push_back(*s);
+  }
+
+  // Phase 3: release each node output after its last reader.
+  std::vector<int> last_use(plan->slots_.size(), -1);
+  for (size_t k = 0; k < plan->steps_.size(); ++k) {
+    const Step& st = plan->steps_[k];
+    for (int s : st.inputs) if (s >= 0) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
+    for (int s : st.implicit_inputs) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
+    // An output nobody reads is released right after the step that made it.
+    for (int s : st.outputs) if (s >= 0 && last_use[static_cast<size_t>(s)] < static_cast<int>(k)) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
+  }
+  std::set<int> kept(plan->output_slots_.begin(), plan->output_slots_.end());
+  for (size_t s = 0; s < plan->slots_.size(); ++s) {
+    if (plan->slots_[s].kind != SlotKind::kNodeOutput || kept.count(static_cast<int>(s)) || last_use[s] < 0) continue;
+    plan->steps_[static_cast<size_t>(last_use[s])].release_after.push_back(static_cast<int>(s));
+  }
+  return plan;
+}
+
+absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
+                                                          const OuterLookup& outer) const {
+  std::vector<const Value*> ptr(slots_.size(), nullptr);
+  std::vector<Value> owned(slots_.size());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    switch (slot.kind) {
+      case SlotKind::kConstant:
+        ptr[s] = &slot.constant;
+        break;
+      case SlotKind::kInput: {
+        const size_t i = static_cast<size_t>(slot.input_index);
+        const Value* v = i < inputs.size() ? inputs[i] : nullptr;
+        if (v == nullptr && slot.has_constant) v = &slot.constant;
+        if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("input '", slot.name, "' is missing"));
+        ptr[s] = v;
+        break;
+      }
+      case SlotKind::kOuter: {
+        const Value* v = outer ? outer(slot.name) : nullptr;
+        if (v == nullptr) return absl::InternalError(absl::StrCat("outer-scope value '", slot.name, "' is unavailable"));
+        ptr[s] = v;
+        break;
+      }
+      case SlotKind::kNodeOutput:
+        break;
+    }
+  }
+  for (const Step& step : steps_) {
+    const Node& n = *step.node;
+    if (!step.accepts_non_tensors) {
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        if (step.inputs[i] < 0) continue;
+        const Value* v = ptr[static_cast<size_t>(step.inputs[i])];
+        if (v == nullptr) return absl::InternalError(absl::StrCat(n.Describe(), ": input '", n.inputs[i], "' was not computed"));
+        if (!v->is_tensor()) {
+          return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": input '", n.inputs[i], "' is ", KindName(*v),
+                                                         ", expected a tensor"));
+        }
+      }
+    }
+    PlanContext ctx(*this, step, ptr, owned);
+    absl::Status s = step.kernel->Compute(ctx);
+    if (!s.ok()) return WithNode(s, n);
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      if (!ctx.produced(i)) {
+        return absl::InternalError(absl::StrCat(n.Describe(), ": the kernel did not produce output '", n.outputs[i], "'"));
+      }
+    }
+    for (int r : step.release_after) {
+      owned[static_cast<size_t>(r)] = Value();
+      ptr[static_cast<size_t>(r)] = nullptr;
+    }
+  }
+  std::vector<Value> results;
+  results.reserve(output_slots_.size());
+  for (int s : output_slots_) {
+    const Value* v = ptr[static_cast<size_t>(s)];
+    if (v == nullptr) return absl::InternalError(absl::StrCat("output '", slots_[static_cast<size_t>(s)].name, "' was not computed"));
+    results.push_back(*v);
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<Value>> ExecutionPlan::Run(OpContext& outer, std::vector<Value> inputs) const {
+  if (inputs.size() > graph_->inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("subgraph '", graph_->name, "' takes ", graph_->inputs.size(),
+                                                   " inputs, got ", inputs.size()));
+  }
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(&v);
+  return Execute(ptrs, [&outer](const std::string& name) { return outer.LookupOuterScope(name); });
+}
+
+}  // namespace oneinfer

@@ -1,0 +1,82 @@
+// The execution plan: built once per graph at load, run many times.
+//
+// Phases: every name gets a slot; each node gets its kernel (chosen from the registry by
+// domain, op_type and the model's opset); use counts decide after which step each
+// intermediate value is released, so its memory returns to the allocator for later nodes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/allocator.h"
+#include "engine/kernel.h"
+#include "engine/session_config.h"
+#include "engine/thread_pool.h"
+
+namespace oneinfer {
+
+// Resolves a name defined in an enclosing scope (nullptr if none).
+using OuterLookup = std::function<const Value*(const std::string&)>;
+
+class ExecutionPlan : public SubgraphRunner {
+ public:
+  struct Resources {
+    const SessionConfig* config = nullptr;
+    std::shared_ptr<Allocator> allocator;
+    ThreadPool* pool = nullptr;
+  };
+
+  // `graph` must be topologically sorted. outer_names: names visible from enclosing scopes.
+  static absl::StatusOr<std::unique_ptr<ExecutionPlan>> Build(std::shared_ptr<const Graph> graph,
+                                                              const Resources& resources,
+                                                              const std::set<std::string>& outer_names);
+
+  // inputs[i] is the value of graph input i, or nullptr to use its initializer.
+  absl::StatusOr<std::vector<Value>> Execute(const std::vector<const Value*>& inputs,
+                                             const OuterLookup& outer) const;
+
+  // SubgraphRunner
+  const Graph& graph() const override { return *graph_; }
+  absl::StatusOr<std::vector<Value>> Run(OpContext& outer, std::vector<Value> inputs) const override;
+
+  size_t num_steps() const { return steps_.size(); }
+
+ private:
+  friend class PlanContext;
+  friend class PlanInit;
+  struct Step {
+    const Node* node = nullptr;
+    int64_t opset = 0;
+    std::unique_ptr<OpKernel> kernel;
+    bool accepts_non_tensors = false;
+    std::vector<int> inputs;            // -1 = omitted
+    std::vector<int> outputs;           // -1 = omitted
+    std::vector<int> implicit_inputs;   // slots of names the subgraphs read
+    std::vector<std::string> implicit_names;
+    std::vector<int> release_after;     // slots whose last use is this step
+  };
+  enum class SlotKind { kConstant, kInput, kOuter, kNodeOutput };
+  struct Slot {
+    std::string name;
+    SlotKind kind = SlotKind::kNodeOutput;
+    int input_index = -1;     // kInput
+    Value constant;           // kConstant (and the default of an overridable input)
+    bool has_constant = false;
+  };
+
+  ExecutionPlan() = default;
+  int SlotOf(const std::string& name) const;
+
+  std::shared_ptr<const Graph> graph_;
+  Resources res_;
+  std::vector<Slot> slots_;
+  std::vector<Step> steps_;
+  std::vector<int> output_slots_;
+  std::vector<int> input_slots_;
+};
+
+}  // namespace oneinfer

@@ -1,0 +1,229 @@
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "engine/session_impl.h"
+#include "graph/passes/passes.h"
+
+namespace oneinfer {
+
+namespace {
+
+IOInfo MakeIOInfo(const ValueInfo& v, bool has_default) {
+  IOInfo info;
+  info.name = v.name;
+  info.has_default = has_default;
+  info.is_tensor = v.type.kind == TypeInfo::Kind::kTensor || v.type.kind == TypeInfo::Kind::kUnknown;
+  info.dtype = v.type.elem;
+  if (v.type.kind == TypeInfo::Kind::kTensor && v.type.shape) {
+    info.has_shape = true;
+    for (const Dim& d : *v.type.shape) {
+      info.shape.push_back(d.is_fixed() ? d.value : -1);
+      info.dim_params.push_back(d.param);
+    }
+  }
+  return info;
+}
+
+// Outputs of small constant subgraphs (shape arithmetic) are folded; big ones stay as work.
+constexpr size_t kMaxFoldedBytes = size_t{1} << 20;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr<Model> model,
+                                                                 const SessionOptions& options) {
+  std::unique_ptr<SessionImpl> s(new SessionImpl());
+  s->config_.options = options;
+  int threads = options.num_threads;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s->pool_ = std::make_unique<ThreadPool>(threads);
+  s->allocator_ = Allocator::Create();
+
+  Graph& g = model->graph;
+  auto st = SortTopologically(g, {});
+  if (!st.ok()) return st;
+  RemoveDeadNodes(g);
+
+  ExecutionPlan::Resources res{&s->config_, s->allocator_, s->pool_.get()};
+  if (options.constant_folding) {
+    auto evaluate = [&](const Node& n, const std::vector<const Tensor*>& ins) -> absl::StatusOr<std::vector<Tensor>> {
+      auto one = std::make_shared<Graph>();
+      one->opsets = g.opsets;
+      Node copy = n;
+      for (size_t i = 0; i < ins.size(); ++i) {
+        if (ins[i]) one->initializers[copy.inputs[i]] = *ins[i];
+      }
+      for (const std::string& out : copy.outputs) if (!out.empty()) one->outputs.push_back(ValueInfo{out, {}});
+      one->nodes.push_back(std::move(copy));
+      auto plan = ExecutionPlan::Build(one, res, {});
+      if (!plan.ok()) return plan.status();
+      auto values = (*plan)->Execute({}, nullptr);
+      if (!values.ok()) return values.status();
+      std::vector<Tensor> out;
+      size_t k = 0;
+      for (const std::string& name : n.outputs) {
+        if (name.empty()) {
+          out.emplace_back();
+          continue;
+        }
+        const Value& v = (*values)[k++];
+        if (!v.is_tensor()) return absl::InternalError("not a tensor");
+        // Folded values must not keep allocator blocks of a transient plan alive for long.
+        out.push_back(v.tensor.Clone());
+      }
+      return out;
+    };
+    auto folded = FoldConstants(g, evaluate, kMaxFoldedBytes);
+    if (!folded.ok()) return folded.status();
+    s->folded_ = *folded;
+    RemoveDeadNodes(g);
+  }
+
+  for (const ValueInfo& v : g.inputs) {
+    if (g.IsInitializer(v.name)) continue;  // overridable defaults are not part of the interface
+    s->inputs_.push_back(MakeIOInfo(v, false));
+  }
+  for (const ValueInfo& v : g.outputs) s->outputs_.push_back(MakeIOInfo(v, false));
+
+  s->model_ = std::move(model);
+  s->graph_ = std::shared_ptr<const Graph>(s->model_, &s->model_->graph);
+  auto plan = ExecutionPlan::Build(s->graph_, res, {});
+  if (!plan.ok()) return plan.status();
+  s->plan_ = std::move(*plan);
+  s->allocator_->ResetPeak();
+  return s;
+}
+
+absl::Status SessionImpl::CheckFeed(const IOInfo& info, const Value& v) const {
+  if (!info.is_tensor) return absl::OkStatus();
+  if (!v.is_tensor()) return absl::InvalidArgumentError(absl::StrCat("input '", info.name, "' must be a tensor"));
+  const Tensor& t = v.tensor;
+  if (info.dtype != DType::kUndefined && t.dtype() != info.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", info.name, "' must be ", DTypeName(info.dtype), ", got ",
+                                                   DTypeName(t.dtype())));
+  }
+  if (!info.has_shape) return absl::OkStatus();
+  if (t.rank() != static_cast<int64_t>(info.shape.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", info.name, "' must have rank ", info.shape.size(),
+                                                   ", got shape ", ShapeToString(t.shape())));
+  }
+  for (size_t i = 0; i < info.shape.size(); ++i) {
+    if (info.shape[i] >= 0 && t.shape()[i] != info.shape[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", info.name, "' dimension ", i, " must be ",
+                                                     info.shape[i], ", got shape ", ShapeToString(t.shape())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
+    const std::vector<std::pair<std::string, Value>>& feeds) const {
+  const Graph& g = *graph_;
+  std::vector<const Value*> by_index(g.inputs.size(), nullptr);
+  for (const auto& [name, value] : feeds) {
+    size_t i = 0;
+    while (i < g.inputs.size() && g.inputs[i].name != name) ++i;
+    if (i == g.inputs.size()) {
+      std::string known;
+      for (const IOInfo& in : inputs_) absl::StrAppend(&known, known.empty() ? "" : ", ", in.name);
+      return absl::InvalidArgumentError(absl::StrCat("unknown input '", name, "' (the model's inputs: ", known, ")"));
+    }
+    if (by_index[i] != nullptr) return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is fed twice"));
+    auto st = CheckFeed(MakeIOInfo(g.inputs[i], false), value);
+    if (!st.ok()) return st;
+    by_index[i] = &value;
+  }
+  // Symbolic dims with one name must agree across the feeds.
+  std::map<std::string, std::pair<int64_t, std::string>> params;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (by_index[i] == nullptr) {
+      if (!g.IsInitializer(g.inputs[i].name)) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", g.inputs[i].name, "' is missing"));
+      }
+      continue;
+    }
+    const TypeInfo& type = g.inputs[i].type;
+    if (!by_index[i]->is_tensor() || !type.shape) continue;
+    for (size_t d = 0; d < type.shape->size(); ++d) {
+      const std::string& p = (*type.shape)[d].param;
+      if (p.empty()) continue;
+      const int64_t size = by_index[i]->tensor.shape()[d];
+      auto [it, fresh] = params.emplace(p, std::make_pair(size, g.inputs[i].name));
+      if (!fresh && it->second.first != size) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", g.inputs[i].name, "' has ", p, " = ", size,
+                                                       " but input '", it->second.second, "' has ", p, " = ",
+                                                       it->second.first));
+      }
+    }
+  }
+  return plan_->Execute(by_index, nullptr);
+}
+
+absl::StatusOr<std::vector<Tensor>> SessionImpl::Run(const std::vector<Feed>& feeds,
+                                                     const std::vector<std::string>& output_names) const {
+  std::vector<std::pair<std::string, Value>> values;
+  values.reserve(feeds.size());
+  for (const auto& [name, t] : feeds) {
+    if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is an empty tensor handle"));
+    values.emplace_back(name, Value::FromTensor(t));
+  }
+  auto results = RunValues(values);
+  if (!results.ok()) return results.status();
+  std::vector<Tensor> out;
+  if (output_names.empty()) {
+    for (size_t i = 0; i < results->size(); ++i) {
+      if (!(*results)[i].is_tensor()) {
+        return absl::InvalidArgumentError(absl::StrCat("output '", outputs_[i].name, "' is not a tensor; use RunValues"));
+      }
+      out.push_back((*results)[i].tensor);
+    }
+    return out;
+  }
+  for (const std::string& name : output_names) {
+    size_t i = 0;
+    while (i < outputs_.size() && outputs_[i].name != name) ++i;
+    if (i == outputs_.size()) return absl::InvalidArgumentError(absl::StrCat("unknown output '", name, "'"));
+    if (!(*results)[i].is_tensor()) return absl::InvalidArgumentError(absl::StrCat("output '", name, "' is not a tensor"));
+    out.push_back((*results)[i].tensor);
+  }
+  return out;
+}
+
+// Public API.
+
+Session::Session(std::unique_ptr<SessionImpl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const SessionOptions& options) {
+  auto model = LoadModelFromFile(path);
+  if (!model.ok()) return model.status();
+  auto impl = SessionImpl::Create(std::move(*model), options);
+  if (!impl.ok()) {
+    return absl::Status(impl.status().code(), absl::StrCat("model '", path, "': ", impl.status().message()));
+  }
+  return std::unique_ptr<Session>(new Session(std::move(*impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::LoadFromBuffer(const void* data, size_t size,
+                                                                 const SessionOptions& options,
+                                                                 const std::string& base_dir) {
+  auto model = LoadModelFromBuffer(data, size, base_dir);
+  if (!model.ok()) return model.status();
+  auto impl = SessionImpl::Create(std::move(*model), options);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Session>(new Session(std::move(*impl)));
+}
+
+const std::vector<IOInfo>& Session::inputs() const { return impl_->inputs(); }
+const std::vector<IOInfo>& Session::outputs() const { return impl_->outputs(); }
+
+absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
+                                                 const std::vector<std::string>& output_names) const {
+  return impl_->Run(feeds, output_names);
+}
+
+size_t Session::peak_intermediate_bytes() const { return impl_->allocator().peak_bytes(); }
+void Session::ResetPeakIntermediateBytes() { impl_->allocator().ResetPeak(); }
+
+std::string VersionString() { return ONEINFER_VERSION; }
+
+}  // namespace oneinfer

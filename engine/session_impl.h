@@ -1,0 +1,50 @@
+// Session internals shared by the CLI, the tests and the generator (not a public header).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/plan.h"
+#include "engine/session_config.h"
+#include "engine/thread_pool.h"
+#include "engine/value.h"
+#include "graph/onnx_loader.h"
+#include "oneinfer/session.h"
+
+namespace oneinfer {
+
+class SessionImpl {
+ public:
+  static absl::StatusOr<std::unique_ptr<SessionImpl>> Create(std::unique_ptr<Model> model,
+                                                             const SessionOptions& options);
+
+  const Model& model() const { return *model_; }
+  const Graph& graph() const { return *graph_; }
+  const std::vector<IOInfo>& inputs() const { return inputs_; }
+  const std::vector<IOInfo>& outputs() const { return outputs_; }
+  Allocator& allocator() { return *allocator_; }
+  const Allocator& allocator() const { return *allocator_; }
+  int folded_nodes() const { return folded_; }
+
+  // Runs with values (tensors, sequences, optionals) fed by name; outputs in graph order.
+  absl::StatusOr<std::vector<Value>> RunValues(const std::vector<std::pair<std::string, Value>>& feeds) const;
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
+                                          const std::vector<std::string>& output_names) const;
+
+ private:
+  absl::Status CheckFeed(const IOInfo& info, const Value& v) const;
+
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<const Graph> graph_;
+  SessionConfig config_;
+  std::shared_ptr<Allocator> allocator_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ExecutionPlan> plan_;
+  std::vector<IOInfo> inputs_;
+  std::vector<IOInfo> outputs_;
+  int folded_ = 0;
+};
+
+}  // namespace oneinfer

@@ -1,0 +1,120 @@
+#include "graph/ir.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace oneinfer {
+
+std::string TypeInfo::ToString() const {
+  switch (kind) {
+    case Kind::kUnknown: return "unknown";
+    case Kind::kSequence: return absl::StrCat("seq(", inner ? inner->ToString() : "?", ")");
+    case Kind::kOptional: return absl::StrCat("optional(", inner ? inner->ToString() : "?", ")");
+    case Kind::kTensor: break;
+  }
+  std::string s(DTypeName(elem));
+  if (!shape) return s + "[?]";
+  s += "[";
+  for (size_t i = 0; i < shape->size(); ++i) {
+    if (i) s += ", ";
+    const Dim& d = (*shape)[i];
+    s += d.is_fixed() ? std::to_string(d.value) : (d.param.empty() ? "?" : d.param);
+  }
+  return s + "]";
+}
+
+const Attribute* Node::FindAttr(const std::string& n) const {
+  auto it = attrs.find(n);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+
+int64_t Node::GetInt(const std::string& n, int64_t def) const {
+  const Attribute* a = FindAttr(n);
+  return a ? a->i : def;
+}
+
+float Node::GetFloat(const std::string& n, float def) const {
+  const Attribute* a = FindAttr(n);
+  return a ? a->f : def;
+}
+
+std::string Node::GetString(const std::string& n, const std::string& def) const {
+  const Attribute* a = FindAttr(n);
+  return a ? a->s : def;
+}
+
+std::vector<int64_t> Node::GetInts(const std::string& n, std::vector<int64_t> def) const {
+  const Attribute* a = FindAttr(n);
+  return a ? a->ints : def;
+}
+
+std::vector<float> Node::GetFloats(const std::string& n, std::vector<float> def) const {
+  const Attribute* a = FindAttr(n);
+  return a ? a->floats : def;
+}
+
+std::vector<std::string> Node::GetStrings(const std::string& n, std::vector<std::string> def) const {
+  const Attribute* a = FindAttr(n);
+  return a ? a->strings : def;
+}
+
+size_t Node::NumInputs() const {
+  size_t n = inputs.size();
+  while (n > 0 && inputs[n - 1].empty()) --n;
+  return n;
+}
+
+std::string Node::Describe() const {
+  std::string d = domain.empty() ? op_type : absl::StrCat(domain, ".", op_type);
+  if (!name.empty()) absl::StrAppend(&d, " '", name, "'");
+  else if (!outputs.empty()) absl::StrAppend(&d, " (output '", outputs[0], "')");
+  return d;
+}
+
+const TypeInfo* Graph::FindType(const std::string& n) const {
+  for (const ValueInfo& v : inputs) if (v.name == n) return &v.type;
+  for (const ValueInfo& v : outputs) if (v.name == n) return &v.type;
+  auto it = value_info.find(n);
+  return it == value_info.end() ? nullptr : &it->second.type;
+}
+
+int64_t Graph::OpsetFor(const std::string& domain) const {
+  const std::string d = (domain == "ai.onnx") ? "" : domain;
+  auto it = opsets.find(d);
+  return it == opsets.end() ? -1 : it->second;
+}
+
+namespace {
+void CollectFree(const Graph& g, std::set<std::string>& defined_outer, std::set<std::string>& free) {
+  std::set<std::string> defined = defined_outer;
+  for (const ValueInfo& v : g.inputs) defined.insert(v.name);
+  for (const auto& [n, t] : g.initializers) defined.insert(n);
+  for (const Node& node : g.nodes) {
+    for (const std::string& out : node.outputs) if (!out.empty()) defined.insert(out);
+  }
+  for (const Node& node : g.nodes) {
+    for (const std::string& in : node.inputs) {
+      if (!in.empty() && !defined.count(in)) free.insert(in);
+    }
+    for (const auto& [an, attr] : node.attrs) {
+      std::vector<std::shared_ptr<Graph>> subs = attr.graphs;
+      if (attr.g) subs.push_back(attr.g);
+      for (const auto& sg : subs) {
+        std::set<std::string> inner_free;
+        std::set<std::string> none;
+        CollectFree(*sg, none, inner_free);
+        for (const std::string& n : inner_free) if (!defined.count(n)) free.insert(n);
+      }
+    }
+  }
+}
+}  // namespace
+
+std::vector<std::string> FreeVariables(const Graph& g) {
+  std::set<std::string> none, free;
+  CollectFree(g, none, free);
+  return {free.begin(), free.end()};
+}
+
+}  // namespace oneinfer

@@ -1,0 +1,60 @@
+// ONNX ModelProto -> oneinfer IR. Big weights stay in external data, memory-mapped, never copied.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+
+namespace onnx {
+class TensorProto;
+class ModelProto;
+class GraphProto;
+class TypeProto;
+}  // namespace onnx
+
+namespace oneinfer {
+
+struct Model {
+  int64_t ir_version = 0;
+  std::string producer;
+  std::string path;      // empty when loaded from memory
+  std::string base_dir;  // where external data locations are resolved
+  Graph graph;           // graph.opsets holds the model's opset imports
+};
+
+// Reads external data files through one mapping per file.
+class ExternalDataResolver {
+ public:
+  explicit ExternalDataResolver(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  // Returns a tensor viewing [offset, offset+length) of `location` resolved against base_dir;
+  // refuses locations that leave base_dir and ranges past the end of the file.
+  absl::StatusOr<Tensor> Map(const std::string& tensor_name, const std::string& location,
+                             int64_t offset, int64_t length, DType dtype, const Shape& shape);
+
+ private:
+  std::string base_dir_;
+  std::map<std::string, std::shared_ptr<void>> mappings_;  // canonical path -> mapping
+  std::map<std::string, size_t> sizes_;
+};
+
+absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFile(const std::string& path);
+absl::StatusOr<std::unique_ptr<Model>> LoadModelFromBuffer(const void* data, size_t size,
+                                                           const std::string& base_dir);
+// Converts a parsed ModelProto (used by tools that build protos in memory).
+absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& proto,
+                                                      const std::string& base_dir);
+
+// Parses a serialized ModelProto with the protobuf size limit raised to 2 GB.
+absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* proto);
+
+// TensorProto <-> Tensor. `resolver` may be null when external data is not allowed.
+absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, ExternalDataResolver* resolver);
+absl::Status TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* proto);
+absl::StatusOr<TypeInfo> TypeFromProto(const onnx::TypeProto& proto);
+// "ai.onnx" -> "".
+std::string CanonicalDomainName(const std::string& d);
+
+}  // namespace oneinfer

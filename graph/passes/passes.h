@@ -1,0 +1,34 @@
+// Graph passes, one file each: ordering and validation, dead-node removal, constant folding.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+
+namespace oneinfer {
+
+// Fills Node::implicit_inputs from each node's subgraphs, checks that every input is produced
+// (by a node, a graph input, an initializer or `outer_names`), that no name is produced twice,
+// and orders the nodes topologically; a cycle is an error naming a node on it.
+absl::Status SortTopologically(Graph& g, const std::set<std::string>& outer_names);
+
+// Removes nodes whose outputs reach no graph output, and initializers nothing reads.
+// Returns the number of nodes removed. Requires topological order.
+int RemoveDeadNodes(Graph& g);
+
+// Evaluates one node on constant inputs (provided by the engine, which owns the kernels).
+using NodeEvaluator =
+    std::function<absl::StatusOr<std::vector<Tensor>>(const Node& node, const std::vector<const Tensor*>& inputs)>;
+
+// Replaces nodes whose inputs are all constants by initializers holding their outputs
+// (shape arithmetic mostly). Skips random ops, nodes with subgraphs, quantisation ops
+// (their integer weights are kept for the int8 kernels) and outputs larger than
+// max_output_bytes. Returns the number of nodes folded.
+absl::StatusOr<int> FoldConstants(Graph& g, const NodeEvaluator& evaluate, size_t max_output_bytes);
+
+}  // namespace oneinfer

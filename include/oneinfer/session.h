@@ -1,0 +1,79 @@
+// oneinfer::Session: load an ONNX model once, run it many times.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "oneinfer/tensor.h"
+
+namespace oneinfer {
+
+enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kVerbose = 3 };
+
+struct SessionOptions {
+  // Threads for the heavy kernels, counting the caller; 0 = the machine's cores.
+  int num_threads = 0;
+  LogLevel log_level = LogLevel::kWarning;
+  // Fold subgraphs whose inputs are all constants (shape arithmetic) at load.
+  bool constant_folding = true;
+};
+
+// Declared metadata of a graph input or output. shape is empty with has_shape false
+// when the rank is unknown; a dimension is -1 when it is symbolic or unknown, and
+// dim_params[i] then holds its symbolic name (possibly empty).
+struct IOInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  bool is_tensor = true;  // false for sequence/optional values
+  bool has_shape = false;
+  std::vector<int64_t> shape;
+  std::vector<std::string> dim_params;
+  bool has_default = false;  // an input with an initializer behind it may be omitted
+};
+
+using Feed = std::pair<std::string, Tensor>;
+
+class SessionImpl;
+
+// Thread safety: Run may be called from several threads at once on one Session; each call
+// gets its own intermediate values. Loading and destruction must not overlap a Run.
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
+                                                       const SessionOptions& options = {});
+  // base_dir is where external data files are looked up.
+  static absl::StatusOr<std::unique_ptr<Session>> LoadFromBuffer(const void* data, size_t size,
+                                                                 const SessionOptions& options = {},
+                                                                 const std::string& base_dir = ".");
+  ~Session();
+
+  const std::vector<IOInfo>& inputs() const;
+  const std::vector<IOInfo>& outputs() const;
+
+  // Runs the graph. Feeds are checked by name, dtype, rank and fixed dims; each problem is
+  // an InvalidArgument error naming the input. output_names empty = all graph outputs,
+  // returned in graph order; otherwise in the order asked.
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
+                                          const std::vector<std::string>& output_names = {}) const;
+
+  // Bytes of intermediate tensors alive at the high-water mark of the runs so far.
+  size_t peak_intermediate_bytes() const;
+  void ResetPeakIntermediateBytes();
+
+  SessionImpl& impl() { return *impl_; }
+  const SessionImpl& impl() const { return *impl_; }
+
+ private:
+  explicit Session(std::unique_ptr<SessionImpl> impl);
+  std::unique_ptr<SessionImpl> impl_;
+};
+
+// "0.1.0 (kernels: avx512, npu: not built)".
+std::string VersionString();
+
+}  // namespace oneinfer

@@ -1,0 +1,76 @@
+#include <algorithm>
+
+#include "engine/kernel.h"
+#include "ops/families.h"
+
+namespace oneinfer {
+
+namespace {
+class FnKernel : public OpKernel {
+ public:
+  explicit FnKernel(KernelFn fn) : fn_(std::move(fn)) {}
+  absl::Status Compute(OpContext& ctx) const override { return fn_(ctx); }
+
+ private:
+  KernelFn fn_;
+};
+}  // namespace
+
+KernelFactory MakeFnKernel(KernelFn fn) {
+  return [fn = std::move(fn)](const KernelInit&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new FnKernel(fn));
+  };
+}
+
+std::string CanonicalDomain(const std::string& domain) {
+  return domain == "ai.onnx" ? std::string() : domain;
+}
+
+KernelRegistry& KernelRegistry::Global() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    RegisterElementwiseOps(*r);
+    RegisterReductionOps(*r);
+    RegisterTensorOps(*r);
+    RegisterMatMulOps(*r);
+    RegisterNNOps(*r);
+    RegisterQuantizeOps(*r);
+    RegisterRecurrentOps(*r);
+    RegisterControlFlowOps(*r);
+    RegisterSequenceOps(*r);
+    RegisterImageOps(*r);
+    RegisterSignalOps(*r);
+    RegisterRandomOps(*r);
+    RegisterStringOps(*r);
+    RegisterTrainingOps(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+KernelRegistry::Entry& KernelRegistry::Add(std::string domain, std::string op_type, int64_t first_opset,
+                                           int64_t last_opset, KernelFactory factory) {
+  entries_.push_back(Entry{CanonicalDomain(domain), std::move(op_type), first_opset, last_opset,
+                           std::move(factory), false});
+  return entries_.back();
+}
+
+const KernelRegistry::Entry* KernelRegistry::Find(const std::string& domain,
+                                                  const std::string& op_type,
+                                                  int64_t opset) const {
+  const std::string d = CanonicalDomain(domain);
+  for (const Entry& e : entries_) {
+    if (e.op_type == op_type && e.domain == d && opset >= e.first_opset && opset <= e.last_opset) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+bool KernelRegistry::Knows(const std::string& domain, const std::string& op_type) const {
+  const std::string d = CanonicalDomain(domain);
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [&](const Entry& e) { return e.op_type == op_type && e.domain == d; });
+}
+
+}  // namespace oneinfer
