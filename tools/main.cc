@@ -1,1 +1,37 @@
-int main() { return 0; }
+// The `oneinfer` command line.
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "oneinfer/session.h"
+#include "tools/cli.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: oneinfer <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  exec MODEL.onnx --input-dir D --output-dir O   run a model on input_*.pb tensors\n"
+    "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
+    "\n"
+    "  oneinfer <command> --help   shows a command's options\n"
+    "  oneinfer --version          version, kernel tier, NPU leg\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "oneinfer " << oneinfer::VersionString() << "\n";
+    return 0;
+  }
+  if (cmd == "exec") return oneinfer::cli::CmdExec(argc, argv);
+  if (cmd == "inspect") return oneinfer::cli::CmdInspect(argc, argv);
+  std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One command for a fresh Debian 12 machine: installs what oneinfer needs (Debian packages only),
+# builds it (Release), and runs the demo on a small model it generates.
+#   ./setup.sh            install + build + demo
+#   ./setup.sh --no-demo  install + build
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(build-essential cmake ninja-build pkg-config
+  libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
+  libeigen3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+  libxrt-dev uuid-dev python3-onnx python3-numpy)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${ONEINFER_BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+
+if [ "${1:-}" != "--no-demo" ]; then
+  bash scripts/demo.sh "$BUILD_DIR"
+fi

@@ -1,0 +1,192 @@
+// Loading: storage forms, external data rules, and the bad inputs that must be clear errors.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "graph/onnx_loader.h"
+#include "oneinfer/session.h"
+#include "tests/test_util.h"
+
+namespace oneinfer {
+namespace {
+
+using namespace oneinfer::testing;
+namespace fs = std::filesystem;
+
+onnx::ModelProto AddModel() {
+  onnx::ModelProto m = MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = TensorInfo("x", onnx::TensorProto::FLOAT, {2});
+  *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT, {2});
+  *g->add_node() = MakeNode("Identity", {"x"}, {"y"}, "id");
+  return m;
+}
+
+TEST(Loader, TruncatedProtobufIsAnError) {
+  std::string bytes = AddModel().SerializeAsString();
+  bytes.resize(bytes.size() / 2);
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("truncated or malformed"), std::string::npos) << s.status();
+}
+
+TEST(Loader, InputThatNothingProducesIsNamed) {
+  onnx::ModelProto m = AddModel();
+  m.mutable_graph()->mutable_node(0)->set_input(0, "ghost");
+  std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("'ghost'"), std::string::npos) << s.status();
+}
+
+TEST(Loader, CycleIsAnError) {
+  onnx::ModelProto m = MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = TensorInfo("x", onnx::TensorProto::FLOAT, {2});
+  *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT, {2});
+  *g->add_node() = MakeNode("Add", {"x", "b"}, {"a"}, "first");
+  *g->add_node() = MakeNode("Add", {"a", "x"}, {"b"}, "second");
+  *g->add_node() = MakeNode("Identity", {"a"}, {"y"}, "out");
+  std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("cycle"), std::string::npos) << s.status();
+}
+
+TEST(Loader, UnsupportedOperatorIsNamed) {
+  onnx::ModelProto m = AddModel();
+  m.mutable_graph()->mutable_node(0)->set_op_type("FrobnicateTensor");
+  std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("FrobnicateTensor"), std::string::npos) << s.status();
+}
+
+// A model whose initializer "w" lives in external data file `location`.
+onnx::ModelProto ExternalModel(const std::string& location, int64_t offset, int64_t length,
+                               const std::vector<int64_t>& dims) {
+  onnx::ModelProto m = MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = TensorInfo("x", onnx::TensorProto::FLOAT, {1, dims[0]});
+  *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT, {1, dims[1]});
+  *g->add_node() = MakeNode("MatMul", {"x", "w"}, {"y"}, "mm");
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) w->add_dims(d);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add_kv = [&](const std::string& k, const std::string& v) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add_kv("location", location);
+  add_kv("offset", std::to_string(offset));
+  add_kv("length", std::to_string(length));
+  return m;
+}
+
+TEST(Loader, ExternalDataIsMappedNotCopied) {
+  fs::path dir = TempDir("ext_ok");
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  {
+    std::ofstream f(dir / "w.bin", std::ios::binary);
+    f.write("pad!", 4);  // offset 4
+    f.write(reinterpret_cast<const char*>(w.data()), 24);
+  }
+  WriteModel(ExternalModel("w.bin", 4, 24, {2, 3}), dir / "m.onnx");
+  auto model = LoadModelFromFile((dir / "m.onnx").string());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Tensor& t = (*model)->graph.initializers.at("w");
+  EXPECT_EQ(t.data<float>()[5], 6.0f);
+  EXPECT_NE(t.holder().get(), t.raw_data());  // a view into the mapping, not an owned copy
+  fs::remove_all(dir);
+}
+
+TEST(Loader, ExternalLocationLeavingTheFolderIsRefused) {
+  fs::path dir = TempDir("ext_escape");
+  fs::create_directories(dir / "inner");
+  { std::ofstream f(dir / "w.bin", std::ios::binary); f << std::string(24, '\0'); }
+  WriteModel(ExternalModel("../w.bin", 0, 24, {2, 3}), dir / "inner" / "m.onnx");
+  auto s = Session::Load((dir / "inner" / "m.onnx").string());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("leaves the model folder"), std::string::npos) << s.status();
+  fs::remove_all(dir);
+}
+
+TEST(Loader, ExternalRangePastTheEndIsRefused) {
+  fs::path dir = TempDir("ext_range");
+  { std::ofstream f(dir / "w.bin", std::ios::binary); f << std::string(24, '\0'); }
+  WriteModel(ExternalModel("w.bin", 8, 24, {2, 3}), dir / "m.onnx");
+  auto s = Session::Load((dir / "m.onnx").string());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("passes the end"), std::string::npos) << s.status();
+  fs::remove_all(dir);
+}
+
+long ResidentKiB() {
+  std::ifstream f("/proc/self/statm");
+  long pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+TEST(Loader, WeightsOverTwoGigabytesLoadWithoutBeingRead) {
+  fs::path dir = TempDir("ext_big");
+  const int64_t k = 4, n = int64_t{150} << 20;  // 4 x 150M floats = 2.4 GB
+  const int64_t bytes = k * n * 4;
+  {
+    // A sparse file: the size is real, no block is written.
+    std::ofstream f(dir / "big.bin", std::ios::binary);
+  }
+  fs::resize_file(dir / "big.bin", static_cast<uintmax_t>(bytes));
+  WriteModel(ExternalModel("big.bin", 0, bytes, {k, n}), dir / "m.onnx");
+  const long before = ResidentKiB();
+  auto s = Session::Load((dir / "m.onnx").string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const long grown = ResidentKiB() - before;
+  EXPECT_LT(grown, 64 * 1024) << "load made " << grown << " KiB resident for 2.4 GB of weights";
+  // The weights are a mapping of the file, not a copy.
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream ss;
+  ss << maps.rdbuf();
+  EXPECT_NE(ss.str().find("big.bin"), std::string::npos);
+  s->reset();
+  fs::remove_all(dir);
+}
+
+TEST(Session, FeedsAreValidated) {
+  std::string bytes = AddModel().SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  Tensor good = Tensor::FromVector<float>(DType::kFloat32, {2}, {1, 2});
+  auto ok = (*s)->Run({{"x", good}});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0].data<float>()[1], 2.0f);
+
+  auto wrong_type = (*s)->Run({{"x", Tensor::FromVector<int64_t>(DType::kInt64, {2}, {1, 2})}});
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().message().find("input 'x' must be float32"), std::string::npos) << wrong_type.status();
+
+  auto wrong_shape = (*s)->Run({{"x", Tensor::FromVector<float>(DType::kFloat32, {3}, {1, 2, 3})}});
+  ASSERT_FALSE(wrong_shape.ok());
+  EXPECT_NE(wrong_shape.status().message().find("input 'x' dimension 0 must be 2"), std::string::npos);
+
+  auto wrong_rank = (*s)->Run({{"x", Tensor::FromVector<float>(DType::kFloat32, {1, 2}, {1, 2})}});
+  ASSERT_FALSE(wrong_rank.ok());
+  EXPECT_NE(wrong_rank.status().message().find("rank"), std::string::npos);
+
+  auto unknown = (*s)->Run({{"z", good}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown input 'z'"), std::string::npos);
+
+  auto missing = (*s)->Run({});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("input 'x' is missing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace oneinfer

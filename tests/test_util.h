@@ -1,0 +1,72 @@
+// Builders for small ONNX models in tests, written with the ONNX protobuf types.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+namespace oneinfer::testing {
+
+inline onnx::ValueInfoProto TensorInfo(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+  onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* tt = v.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem_type);
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : dims) {
+    if (d >= 0) shape->add_dim()->set_dim_value(d);
+    else shape->add_dim()->set_dim_param("N");
+  }
+  return v;
+}
+
+inline onnx::NodeProto MakeNode(const std::string& op, const std::vector<std::string>& ins,
+                                const std::vector<std::string>& outs, const std::string& name = "") {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (const auto& i : ins) n.add_input(i);
+  for (const auto& o : outs) n.add_output(o);
+  return n;
+}
+
+inline onnx::TensorProto FloatTensor(const std::string& name, const std::vector<int64_t>& dims,
+                                     const std::vector<float>& values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t.add_dims(d);
+  for (float v : values) t.add_float_data(v);
+  return t;
+}
+
+inline onnx::ModelProto MakeModel(int opset = 21) {
+  onnx::ModelProto m;
+  m.set_ir_version(10);
+  m.set_producer_name("oneinfer-tests");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  m.mutable_graph()->set_name("test");
+  return m;
+}
+
+// A fresh, empty folder under the system temp dir.
+inline std::filesystem::path TempDir(const std::string& tag) {
+  auto p = std::filesystem::temp_directory_path() /
+           ("oneinfer_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+inline void WriteModel(const onnx::ModelProto& m, const std::filesystem::path& p) {
+  std::ofstream f(p, std::ios::binary);
+  m.SerializeToOstream(&f);
+}
+
+}  // namespace oneinfer::testing

@@ -1,0 +1,48 @@
+#include "tools/cli.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace oneinfer::cli {
+
+bool Args::Take(const std::string& name, std::string* value, const std::string& short_name) {
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const std::string& a = items_[i];
+    if (a == name || (!short_name.empty() && a == short_name)) {
+      if (i + 1 >= items_.size()) {
+        error_ = absl::StrCat(name, " needs a value");
+        items_.erase(items_.begin() + static_cast<long>(i));
+        return false;
+      }
+      *value = items_[i + 1];
+      items_.erase(items_.begin() + static_cast<long>(i), items_.begin() + static_cast<long>(i) + 2);
+      return true;
+    }
+    if (a.rfind(name + "=", 0) == 0) {
+      *value = a.substr(name.size() + 1);
+      items_.erase(items_.begin() + static_cast<long>(i));
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Args::TakeFlag(const std::string& name, const std::string& short_name) {
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (items_[i] == name || (!short_name.empty() && items_[i] == short_name)) {
+      items_.erase(items_.begin() + static_cast<long>(i));
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status Args::Positionals(std::vector<std::string>* out) const {
+  if (!error_.empty()) return absl::InvalidArgumentError(error_);
+  for (const std::string& a : items_) {
+    if (a.size() > 1 && a[0] == '-') return absl::InvalidArgumentError(absl::StrCat("unknown option ", a));
+    out->push_back(a);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace oneinfer::cli

@@ -1,0 +1,41 @@
+// Shared helpers for the `oneinfer` subcommands.
+#pragma once
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace oneinfer::cli {
+
+// Prints one clear error line and returns the exit code for failures.
+inline int Fail(const std::string& message) {
+  std::cerr << "oneinfer: error: " << message << "\n";
+  return 1;
+}
+inline int Fail(const absl::Status& s) { return Fail(std::string(s.message())); }
+
+// Minimal flag parser: --name value, --name=value, and boolean --name.
+class Args {
+ public:
+  Args(int argc, char** argv, int first) {
+    for (int i = first; i < argc; ++i) items_.emplace_back(argv[i]);
+  }
+  // Removes and returns the value of --name (or -short); empty if absent.
+  bool Take(const std::string& name, std::string* value, const std::string& short_name = "");
+  bool TakeFlag(const std::string& name, const std::string& short_name = "");
+  // Positional arguments left; anything starting with '-' left over is an error.
+  absl::Status Positionals(std::vector<std::string>* out) const;
+  bool error() const { return !error_.empty(); }
+  const std::string& error_message() const { return error_; }
+
+ private:
+  std::vector<std::string> items_;
+  std::string error_;
+};
+
+int CmdExec(int argc, char** argv);
+int CmdInspect(int argc, char** argv);
+
+}  // namespace oneinfer::cli
