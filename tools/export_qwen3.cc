@@ -1,0 +1,479 @@
+// oneinfer export-qwen3: a Hugging Face Qwen3 checkpoint -> a plain opset-21 ONNX graph.
+//
+// Weights go to an external data file beside the graph. Projection weights are stored
+// transposed ([in, out], so each MatMul reads [K, N]) under the checkpoint's own names.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+
+#include "absl/strings/str_cat.h"
+#include "tools/cli.h"
+#include "tools/safetensors.h"
+
+namespace oneinfer::cli {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kHelp =
+    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached]\n"
+    "       oneinfer export-qwen3 --random CONFIG -o DIR [--layers N] [--seed S]\n"
+    "\n"
+    "Reads config.json and model.safetensors (or shards with model.safetensors.index.json;\n"
+    "BF16, F16 or F32) and writes a float32 opset-21 graph with weights in MODEL.onnx.data.\n"
+    "  default    input_ids int64 [1, S] -> logits float [1, S, V]\n"
+    "  --cached   adds past_kv float [2L, 1, KVH, P, D] -> present_kv [2L, 1, KVH, P+S, D]\n"
+    "             (index 2l = key of layer l, 2l+1 = value); positions start at P\n"
+    "tokenizer.json, tokenizer_config.json and generation_config.json are copied beside it.\n"
+    "\n"
+    "--random writes a random-weight checkpoint (config.json + model.safetensors, BF16) of a\n"
+    "named architecture: qwen3-0.6b (the real shape) or tiny (2 layers, small widths);\n"
+    "--layers overrides the layer count (e.g. a 2-layer model at the real widths).\n";
+
+struct Qwen3Config {
+  int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  double eps = 1e-6, rope_theta = 1e6;
+  bool tied = true;
+  int64_t max_positions = 40960;
+  json raw;
+};
+
+absl::StatusOr<Qwen3Config> ReadConfig(const fs::path& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path.string(), "'"));
+  Qwen3Config c;
+  try {
+    c.raw = json::parse(f);
+    const json& j = c.raw;
+    const std::string type = j.value("model_type", "");
+    if (type != "qwen3") return absl::InvalidArgumentError(absl::StrCat("config model_type is '", type, "', expected 'qwen3'"));
+    c.vocab = j.at("vocab_size");
+    c.hidden = j.at("hidden_size");
+    c.intermediate = j.at("intermediate_size");
+    c.layers = j.at("num_hidden_layers");
+    c.heads = j.at("num_attention_heads");
+    c.kv_heads = j.value("num_key_value_heads", c.heads);
+    c.head_dim = j.value("head_dim", c.hidden / c.heads);
+    c.eps = j.value("rms_norm_eps", 1e-6);
+    c.rope_theta = j.value("rope_theta", 1e6);
+    c.tied = j.value("tie_word_embeddings", true);
+    c.max_positions = j.value("max_position_embeddings", 40960);
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+      return absl::UnimplementedError("config has rope_scaling; only plain rotary embeddings are supported");
+    }
+    if (j.value("attention_bias", false)) return absl::UnimplementedError("config has attention_bias; Qwen3 has none");
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path.string(), "': ", e.what()));
+  }
+  if (c.vocab <= 0 || c.hidden <= 0 || c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.head_dim <= 0 ||
+      c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path.string(), "' has inconsistent sizes"));
+  }
+  return c;
+}
+
+// Appends nodes and initializers to a GraphProto with generated names.
+class Builder {
+ public:
+  Builder(onnx::GraphProto* g, std::ofstream* data, std::string data_name)
+      : g_(g), data_(data), data_name_(std::move(data_name)) {}
+
+  std::string Op(const std::string& op, const std::vector<std::string>& ins, const std::string& hint,
+                 std::vector<onnx::AttributeProto> attrs = {}) {
+    auto* n = g_->add_node();
+    n->set_op_type(op);
+    const std::string out = absl::StrCat(hint, "_", counter_++);
+    n->set_name(out);
+    for (const auto& i : ins) n->add_input(i);
+    n->add_output(out);
+    for (auto& a : attrs) *n->add_attribute() = std::move(a);
+    return out;
+  }
+  std::string I64(const std::vector<int64_t>& v, const std::string& hint, bool scalar = false) {
+    auto* t = g_->add_initializer();
+    t->set_name(absl::StrCat(hint, "_c", counter_++));
+    t->set_data_type(onnx::TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return t->name();
+  }
+  std::string F32(const std::vector<float>& v, const std::vector<int64_t>& dims, const std::string& hint) {
+    auto* t = g_->add_initializer();
+    t->set_name(absl::StrCat(hint, "_c", counter_++));
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+    return t->name();
+  }
+  // A weight in the external data file, 64-byte aligned.
+  std::string Weight(const std::string& name, const std::vector<float>& v, const std::vector<int64_t>& dims) {
+    while (offset_ % 64) {
+      data_->put('\0');
+      ++offset_;
+    }
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto kv = [&](const char* k, const std::string& val) {
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(val);
+    };
+    const size_t bytes = v.size() * sizeof(float);
+    kv("location", data_name_);
+    kv("offset", std::to_string(offset_));
+    kv("length", std::to_string(bytes));
+    data_->write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(bytes));
+    offset_ += bytes;
+    return name;
+  }
+
+ private:
+  onnx::GraphProto* g_;
+  std::ofstream* data_;
+  std::string data_name_;
+  size_t offset_ = 0;
+  int counter_ = 0;
+};
+
+onnx::AttributeProto AttrI(const std::string& name, int64_t v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(v);
+  return a;
+}
+onnx::AttributeProto AttrInts(const std::string& name, const std::vector<int64_t>& v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a.add_ints(x);
+  return a;
+}
+onnx::AttributeProto AttrTensorF(const std::string& name, float v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::TENSOR);
+  a.mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a.mutable_t()->add_dims(1);
+  a.mutable_t()->add_float_data(v);
+  return a;
+}
+
+// [out, in] row-major -> [in, out].
+std::vector<float> Transposed(const std::vector<float>& w, int64_t out, int64_t in) {
+  std::vector<float> t(w.size());
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) t[static_cast<size_t>(i * out + o)] = w[static_cast<size_t>(o * in + i)];
+  return t;
+}
+
+absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached) {
+  auto cfg_or = ReadConfig(ckpt_dir / "config.json");
+  if (!cfg_or.ok()) return cfg_or.status();
+  const Qwen3Config& c = *cfg_or;
+  auto ck_or = Checkpoint::Open(ckpt_dir.string());
+  if (!ck_or.ok()) return ck_or.status();
+  const Checkpoint& ck = **ck_or;
+
+  onnx::ModelProto model;
+  model.set_ir_version(10);
+  model.set_producer_name("oneinfer export-qwen3");
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(21);
+  auto meta = [&](const std::string& k, const std::string& v) {
+    auto* p = model.add_metadata_props();
+    p->set_key(k);
+    p->set_value(v);
+  };
+  meta("oneinfer.architecture", "qwen3");
+  meta("oneinfer.max_positions", std::to_string(c.max_positions));
+  meta("oneinfer.cached", cached ? "1" : "0");
+  auto* g = model.mutable_graph();
+  g->set_name(cached ? "qwen3_cached" : "qwen3");
+
+  const std::string data_name = out_path.filename().string() + ".data";
+  fs::create_directories(fs::absolute(out_path).parent_path());
+  std::ofstream data(out_path.parent_path().empty() ? fs::path(data_name) : out_path.parent_path() / data_name,
+                     std::ios::binary | std::ios::trunc);
+  if (!data) return absl::InternalError(absl::StrCat("cannot write '", data_name, "'"));
+  Builder b(g, &data, data_name);
+
+  const int64_t H = c.hidden, D = c.head_dim, NH = c.heads, KVH = c.kv_heads, G = NH / KVH, I = c.intermediate,
+                V = c.vocab, L = c.layers;
+  auto add_input = [&](const std::string& name, int elem, const std::vector<std::string>& dims) {
+    auto* v = g->add_input();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    for (const std::string& d : dims) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else dim->set_dim_param(d);
+    }
+  };
+  add_input("input_ids", onnx::TensorProto::INT64, {"1", "sequence"});
+  if (cached) {
+    add_input("past_kv", onnx::TensorProto::FLOAT,
+              {std::to_string(2 * L), "1", std::to_string(KVH), "past_sequence", std::to_string(D)});
+  }
+
+  // Loads a checkpoint tensor; projections are transposed to [in, out].
+  absl::Status status;
+  auto weight = [&](const std::string& name, std::vector<int64_t> shape, bool transpose) -> std::string {
+    if (!status.ok()) return name;
+    auto w = ck.ReadF32(name, shape);
+    if (!w.ok()) {
+      status = w.status();
+      return name;
+    }
+    if (transpose) return b.Weight(name, Transposed(*w, shape[0], shape[1]), {shape[1], shape[0]});
+    return b.Weight(name, *w, shape);
+  };
+
+  const std::string axes_last = b.I64({-1}, "axes_last");
+  const std::string eps = b.F32({static_cast<float>(c.eps)}, {}, "eps");
+  auto rms_norm = [&](const std::string& x, const std::string& w, const std::string& hint) {
+    const std::string sq = b.Op("Mul", {x, x}, hint + "_sq");
+    const std::string ms = b.Op("ReduceMean", {sq, axes_last}, hint + "_mean", {AttrI("keepdims", 1)});
+    const std::string den = b.Op("Sqrt", {b.Op("Add", {ms, eps}, hint + "_eps")}, hint + "_rms");
+    return b.Op("Mul", {b.Op("Div", {x, den}, hint + "_norm"), w}, hint);
+  };
+
+  // Positions P .. P+S-1 and the causal mask, shared by every layer.
+  const std::string ids_shape = b.Op("Shape", {"input_ids"}, "ids_shape");
+  const std::string S = b.Op("Gather", {ids_shape, b.I64({1}, "one", true)}, "seq_len", {AttrI("axis", 0)});
+  std::string P = b.I64({0}, "past_len", true);
+  if (cached) {
+    P = b.Op("Gather", {b.Op("Shape", {"past_kv"}, "past_shape"), b.I64({3}, "three", true)}, "past_len", {AttrI("axis", 0)});
+  }
+  const std::string one = b.I64({1}, "step", true);
+  const std::string total = b.Op("Add", {P, S}, "total_len");
+  const std::string qpos = b.Op("Range", {P, total, one}, "positions");
+  const std::string kpos = b.Op("Range", {b.I64({0}, "zero", true), total, one}, "key_positions");
+  const std::string qpos_col = b.Op("Unsqueeze", {qpos, b.I64({1}, "ax1")}, "positions_col");
+  std::vector<float> inv_freq(static_cast<size_t>(D / 2));
+  for (int64_t i = 0; i < D / 2; ++i) inv_freq[static_cast<size_t>(i)] = static_cast<float>(1.0 / std::pow(c.rope_theta, 2.0 * i / D));
+  const std::string freqs = b.Op("MatMul", {b.Op("Cast", {qpos_col}, "positions_f", {AttrI("to", onnx::TensorProto::FLOAT)}),
+                                            b.F32(inv_freq, {1, D / 2}, "inv_freq")}, "rotary_freqs");
+  const std::string emb = b.Op("Concat", {freqs, freqs}, "rotary_emb", {AttrI("axis", -1)});
+  const std::string cos = b.Op("Cos", {emb}, "rotary_cos");
+  const std::string sin = b.Op("Sin", {emb}, "rotary_sin");
+  const std::string allowed = b.Op("LessOrEqual", {b.Op("Unsqueeze", {kpos, b.I64({0}, "ax0")}, "key_row"), qpos_col}, "causal");
+  const std::string mask = b.Op("Where", {allowed, b.F32({0.0f}, {}, "zero_f"), b.F32({-INFINITY}, {}, "neg_inf")}, "mask");
+  const std::string mask_g = b.Op("Tile", {mask, b.I64({G, 1}, "tile_groups")}, "mask_groups");
+  const std::string half = b.I64({D / 2}, "half"), full = b.I64({D}, "full"), zero = b.I64({0}, "start"),
+                    ax3 = b.I64({3}, "ax3");
+  auto rope = [&](const std::string& t, const std::string& hint) {
+    const std::string t1 = b.Op("Slice", {t, zero, half, ax3}, hint + "_lo");
+    const std::string t2 = b.Op("Slice", {t, half, full, ax3}, hint + "_hi");
+    const std::string rot = b.Op("Concat", {b.Op("Neg", {t2}, hint + "_neg"), t1}, hint + "_rot", {AttrI("axis", 3)});
+    return b.Op("Add", {b.Op("Mul", {t, cos}, hint + "_cos"), b.Op("Mul", {rot, sin}, hint + "_sin")}, hint);
+  };
+  const std::string perm_bshd = "";
+  const std::string scale = b.F32({static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))}, {}, "attn_scale");
+
+  std::string x = b.Op("Gather", {weight("model.embed_tokens.weight", {V, H}, false), "input_ids"}, "embed", {AttrI("axis", 0)});
+  std::vector<std::string> present;
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    const std::string hint = absl::StrCat("l", l);
+    const std::string h = rms_norm(x, weight(p + "input_layernorm.weight", {H}, false), hint + "_in_norm");
+    std::string q = b.Op("MatMul", {h, weight(p + "self_attn.q_proj.weight", {NH * D, H}, true)}, hint + "_q");
+    std::string k = b.Op("MatMul", {h, weight(p + "self_attn.k_proj.weight", {KVH * D, H}, true)}, hint + "_k");
+    std::string v = b.Op("MatMul", {h, weight(p + "self_attn.v_proj.weight", {KVH * D, H}, true)}, hint + "_v");
+    q = rms_norm(b.Op("Reshape", {q, b.I64({1, -1, NH, D}, "q_shape")}, hint + "_q4"), weight(p + "self_attn.q_norm.weight", {D}, false), hint + "_q_norm");
+    k = rms_norm(b.Op("Reshape", {k, b.I64({1, -1, KVH, D}, "kv_shape")}, hint + "_k4"), weight(p + "self_attn.k_norm.weight", {D}, false), hint + "_k_norm");
+    v = b.Op("Reshape", {v, b.I64({1, -1, KVH, D}, "kv_shape")}, hint + "_v4");
+    q = rope(b.Op("Transpose", {q}, hint + "_qt", {AttrInts("perm", {0, 2, 1, 3})}), hint + "_q_rope");
+    k = rope(b.Op("Transpose", {k}, hint + "_kt", {AttrInts("perm", {0, 2, 1, 3})}), hint + "_k_rope");
+    v = b.Op("Transpose", {v}, hint + "_vt", {AttrInts("perm", {0, 2, 1, 3})});
+    if (cached) {
+      const std::string pk = b.Op("Gather", {"past_kv", b.I64({2 * l}, "kidx", true)}, hint + "_past_k", {AttrI("axis", 0)});
+      const std::string pv = b.Op("Gather", {"past_kv", b.I64({2 * l + 1}, "vidx", true)}, hint + "_past_v", {AttrI("axis", 0)});
+      k = b.Op("Concat", {pk, k}, hint + "_k_all", {AttrI("axis", 2)});
+      v = b.Op("Concat", {pv, v}, hint + "_v_all", {AttrI("axis", 2)});
+      const std::string ax0 = b.I64({0}, "ax0");
+      present.push_back(b.Op("Unsqueeze", {k, ax0}, hint + "_present_k"));
+      present.push_back(b.Op("Unsqueeze", {v, ax0}, hint + "_present_v"));
+    }
+    // Grouped-query attention without repeating K/V: the G query heads of one KV head
+    // become G*S rows of one matrix.
+    const std::string qg = b.Op("Reshape", {q, b.I64({1, KVH, -1, D}, "qg_shape")}, hint + "_qg");
+    const std::string kt = b.Op("Transpose", {k}, hint + "_k_t", {AttrInts("perm", {0, 1, 3, 2})});
+    const std::string scores = b.Op("Mul", {b.Op("MatMul", {qg, kt}, hint + "_qk"), scale}, hint + "_scores");
+    const std::string probs = b.Op("Softmax", {b.Op("Add", {scores, mask_g}, hint + "_masked")}, hint + "_probs", {AttrI("axis", -1)});
+    std::string o = b.Op("MatMul", {probs, v}, hint + "_av");
+    o = b.Op("Reshape", {o, b.I64({1, NH, -1, D}, "o_heads")}, hint + "_o4");
+    o = b.Op("Transpose", {o}, hint + "_ot", {AttrInts("perm", {0, 2, 1, 3})});
+    o = b.Op("Reshape", {o, b.I64({1, -1, NH * D}, "o_flat")}, hint + "_o");
+    o = b.Op("MatMul", {o, weight(p + "self_attn.o_proj.weight", {H, NH * D}, true)}, hint + "_o_proj");
+    x = b.Op("Add", {x, o}, hint + "_attn_res");
+    const std::string h2 = rms_norm(x, weight(p + "post_attention_layernorm.weight", {H}, false), hint + "_post_norm");
+    const std::string gate = b.Op("MatMul", {h2, weight(p + "mlp.gate_proj.weight", {I, H}, true)}, hint + "_gate");
+    const std::string up = b.Op("MatMul", {h2, weight(p + "mlp.up_proj.weight", {I, H}, true)}, hint + "_up");
+    const std::string act = b.Op("Mul", {b.Op("Mul", {gate, b.Op("Sigmoid", {gate}, hint + "_sig")}, hint + "_silu"), up}, hint + "_act");
+    const std::string down = b.Op("MatMul", {act, weight(p + "mlp.down_proj.weight", {H, I}, true)}, hint + "_down");
+    x = b.Op("Add", {x, down}, hint + "_mlp_res");
+    if (!status.ok()) return status;
+  }
+  x = rms_norm(x, weight("model.norm.weight", {H}, false), "final_norm");
+  std::string lm_head;
+  if (c.tied || !ck.Has("lm_head.weight")) {
+    if (!c.tied) return absl::NotFoundError("the checkpoint has no tensor 'lm_head.weight' and tie_word_embeddings is false");
+    // Tied: the head is the embedding, stored transposed as its own [H, V] weight.
+    auto e = ck.ReadF32("model.embed_tokens.weight", {V, H});
+    if (!e.ok()) return e.status();
+    lm_head = b.Weight("lm_head.weight", Transposed(*e, V, H), {H, V});
+  } else {
+    lm_head = weight("lm_head.weight", {V, H}, true);
+  }
+  if (!status.ok()) return status;
+  auto* last = g->add_node();
+  last->set_op_type("MatMul");
+  last->set_name("lm_head");
+  last->add_input(x);
+  last->add_input(lm_head);
+  last->add_output("logits");
+  auto add_output = [&](const std::string& name, const std::vector<std::string>& dims) {
+    auto* v = g->add_output();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const std::string& d : dims) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else dim->set_dim_param(d);
+    }
+  };
+  add_output("logits", {"1", "sequence", std::to_string(V)});
+  if (cached) {
+    auto* n = g->add_node();
+    n->set_op_type("Concat");
+    n->set_name("present_kv");
+    for (const auto& t : present) n->add_input(t);
+    n->add_output("present_kv");
+    *n->add_attribute() = AttrI("axis", 0);
+    add_output("present_kv", {std::to_string(2 * L), "1", std::to_string(KVH), "total_sequence", std::to_string(D)});
+  }
+  data.close();
+  if (!data) return absl::InternalError("writing the external data failed");
+  std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
+  if (!f || !model.SerializeToOstream(&f)) return absl::InternalError(absl::StrCat("cannot write '", out_path.string(), "'"));
+  for (const char* side : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    const fs::path src = ckpt_dir / side;
+    if (fs::exists(src)) {
+      std::error_code ec;
+      fs::copy_file(src, fs::absolute(out_path).parent_path() / side, fs::copy_options::overwrite_existing, ec);
+    }
+  }
+  (void)perm_bshd;
+  return absl::OkStatus();
+}
+
+absl::Status WriteRandom(const std::string& arch, const fs::path& dir, int64_t layers_override, uint64_t seed) {
+  json cfg = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", 151936},
+              {"hidden_act", "silu"}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"rope_scaling", nullptr},
+              {"tie_word_embeddings", true}, {"max_position_embeddings", 40960}, {"attention_bias", false},
+              {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"torch_dtype", "bfloat16"}};
+  if (arch == "qwen3-0.6b") {
+    cfg.update({{"hidden_size", 1024}, {"intermediate_size", 3072}, {"num_hidden_layers", 28},
+                {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 128}});
+  } else if (arch == "tiny") {
+    cfg.update({{"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
+                {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16}});
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown architecture '", arch, "' (known: qwen3-0.6b, tiny)"));
+  }
+  if (layers_override > 0) cfg["num_hidden_layers"] = layers_override;
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "config.json");
+    f << cfg.dump(2) << "\n";
+  }
+  const int64_t H = cfg["hidden_size"], I = cfg["intermediate_size"], L = cfg["num_hidden_layers"],
+                NH = cfg["num_attention_heads"], KVH = cfg["num_key_value_heads"], D = cfg["head_dim"], V = cfg["vocab_size"];
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto tensor = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean) {
+    SafeTensorOut t{name, "BF16", shape, {}};
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    t.bytes.resize(n * 2);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t v = F32ToBf16(mean + stddev * normal(rng));
+      std::memcpy(&t.bytes[2 * i], &v, 2);
+    }
+    return t;
+  };
+  std::vector<SafeTensorOut> ts;
+  ts.push_back(tensor("model.embed_tokens.weight", {V, H}, 0.02f, 0.0f));
+  const float proj = 1.0f / std::sqrt(static_cast<float>(H));
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    ts.push_back(tensor(p + "input_layernorm.weight", {H}, 0.05f, 1.0f));
+    ts.push_back(tensor(p + "post_attention_layernorm.weight", {H}, 0.05f, 1.0f));
+    ts.push_back(tensor(p + "self_attn.q_norm.weight", {D}, 0.05f, 1.0f));
+    ts.push_back(tensor(p + "self_attn.k_norm.weight", {D}, 0.05f, 1.0f));
+    ts.push_back(tensor(p + "self_attn.q_proj.weight", {NH * D, H}, proj, 0.0f));
+    ts.push_back(tensor(p + "self_attn.k_proj.weight", {KVH * D, H}, proj, 0.0f));
+    ts.push_back(tensor(p + "self_attn.v_proj.weight", {KVH * D, H}, proj, 0.0f));
+    ts.push_back(tensor(p + "self_attn.o_proj.weight", {H, NH * D}, 1.0f / std::sqrt(static_cast<float>(NH * D)), 0.0f));
+    ts.push_back(tensor(p + "mlp.gate_proj.weight", {I, H}, proj, 0.0f));
+    ts.push_back(tensor(p + "mlp.up_proj.weight", {I, H}, proj, 0.0f));
+    ts.push_back(tensor(p + "mlp.down_proj.weight", {H, I}, 1.0f / std::sqrt(static_cast<float>(I)), 0.0f));
+  }
+  ts.push_back(tensor("model.norm.weight", {H}, 0.05f, 1.0f));
+  return WriteSafetensors((dir / "model.safetensors").string(), ts);
+}
+
+}  // namespace
+
+int CmdExportQwen3(int argc, char** argv) {
+  Args args(argc, argv, 2);
+  if (args.TakeFlag("--help", "-h")) {
+    std::cout << kHelp;
+    return 0;
+  }
+  std::string out, random, layers, seed;
+  args.Take("-o", &out, "--output");
+  args.Take("--random", &random);
+  args.Take("--layers", &layers);
+  args.Take("--seed", &seed);
+  const bool cached = args.TakeFlag("--cached");
+  std::vector<std::string> pos;
+  if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
+  if (out.empty()) return Fail("export-qwen3 needs -o OUTPUT (see oneinfer export-qwen3 --help)");
+  int64_t n_layers = 0;
+  uint64_t seed_v = 0;
+  try {
+    if (!layers.empty()) n_layers = std::stoll(layers);
+    if (!seed.empty()) seed_v = std::stoull(seed);
+  } catch (...) {
+    return Fail("--layers and --seed take numbers");
+  }
+  if (!random.empty()) {
+    if (!pos.empty()) return Fail("--random takes no checkpoint folder");
+    auto s = WriteRandom(random, out, n_layers, seed_v);
+    if (!s.ok()) return Fail(s);
+    std::cout << "wrote a random " << random << " checkpoint to " << out << "\n";
+    return 0;
+  }
+  if (pos.size() != 1) return Fail("export-qwen3 needs one CHECKPOINT_DIR (see oneinfer export-qwen3 --help)");
+  if (!fs::is_directory(pos[0])) return Fail(absl::StrCat("checkpoint folder '", pos[0], "' does not exist"));
+  auto s = Export(pos[0], out, cached);
+  if (!s.ok()) return Fail(s);
+  std::cout << "wrote " << out << " (+ " << fs::path(out).filename().string() << ".data)\n";
+  return 0;
+}
+
+}  // namespace oneinfer::cli
