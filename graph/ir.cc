@@ -108,6 +108,8 @@ void CollectFree(const Graph& g, std::set<std::string>& defined_outer, std::set<
       }
     }
   }
+  // A graph output may name an outer value directly, without any node reading it.
+  for (const ValueInfo& o : g.outputs) if (!defined.count(o.name)) free.insert(o.name);
 }
 }  // namespace
 

@@ -38,5 +38,6 @@ class Args {
 int CmdExec(int argc, char** argv);
 int CmdInspect(int argc, char** argv);
 int CmdExportQwen3(int argc, char** argv);
+int CmdTokenize(int argc, char** argv);
 
 }  // namespace oneinfer::cli

@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "  exec MODEL.onnx --input-dir D --output-dir O   run a model on input_*.pb tensors\n"
     "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
     "  export-qwen3 CHECKPOINT_DIR -o MODEL.onnx       Qwen3 safetensors -> plain opset-21 ONNX (--cached)\n"
+    "  tokenize --tokenizer T [--file F | TEXT]        text lines -> token ids (--decode: ids -> text)\n"
     "\n"
     "  oneinfer <command> --help   shows a command's options\n"
     "  oneinfer --version          version, kernel tier, NPU leg\n";
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   if (cmd == "exec") return oneinfer::cli::CmdExec(argc, argv);
   if (cmd == "inspect") return oneinfer::cli::CmdInspect(argc, argv);
   if (cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
+  if (cmd == "tokenize") return oneinfer::cli::CmdTokenize(argc, argv);
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }
