@@ -1,0 +1,114 @@
+// Float GEMM throughput: oneinfer Sgemm / SgemmPacked vs Eigen's product on Qwen3-0.6B shapes.
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/thread_pool.h"
+#include "ops/gemm/sgemm.h"
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct Operands {
+  int64_t M, K, N;
+  std::vector<float> a, b, c;
+  Operands(int64_t m, int64_t k, int64_t n) : M(m), K(k), N(n), a(m * k), b(k * n), c(m * n) {
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& x : a) x = dist(rng);
+    for (float& x : b) x = dist(rng);
+  }
+};
+
+// args: M, K, N, threads.
+Operands FromState(const benchmark::State& state) {
+  return Operands(state.range(0), state.range(1), state.range(2));
+}
+
+void SetFlops(benchmark::State& state, const Operands& op) {
+  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * op.M * op.N * op.K,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::unique_ptr<oneinfer::ThreadPool> MakePool(int64_t threads) {
+  return threads > 1 ? std::make_unique<oneinfer::ThreadPool>(static_cast<int>(threads)) : nullptr;
+}
+
+void BM_OneinferSgemm(benchmark::State& state) {
+  Operands op = FromState(state);
+  auto pool = MakePool(state.range(3));
+  for (auto _ : state) {
+    oneinfer::Sgemm(false, false, op.M, op.N, op.K, 1.0f, op.a.data(), op.K, op.b.data(), op.N,
+                    0.0f, op.c.data(), op.N, pool.get());
+    benchmark::DoNotOptimize(op.c.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlops(state, op);
+  state.SetLabel(oneinfer::SgemmTierName());
+}
+
+void BM_OneinferSgemmPacked(benchmark::State& state) {
+  Operands op = FromState(state);
+  auto pool = MakePool(state.range(3));
+  const auto packed = oneinfer::PackedMatrixB::Pack(false, op.K, op.N, op.b.data(), op.N);
+  for (auto _ : state) {
+    oneinfer::SgemmPacked(op.M, op.N, op.K, 1.0f, op.a.data(), op.K, packed, 0.0f, op.c.data(),
+                          op.N, pool.get());
+    benchmark::DoNotOptimize(op.c.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlops(state, op);
+  state.SetLabel(oneinfer::SgemmTierName());
+}
+
+void BM_EigenProduct(benchmark::State& state) {
+  Operands op = FromState(state);
+#ifdef _OPENMP
+  Eigen::setNbThreads(static_cast<int>(state.range(3)));
+#endif
+  Eigen::Map<const RowMajor> a(op.a.data(), op.M, op.K);
+  Eigen::Map<const RowMajor> b(op.b.data(), op.K, op.N);
+  Eigen::Map<RowMajor> c(op.c.data(), op.M, op.N);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(op.c.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlops(state, op);
+#ifdef _OPENMP
+  state.SetLabel("eigen openmp");
+  Eigen::setNbThreads(1);
+#else
+  state.SetLabel("eigen single-thread (built without OpenMP)");
+#endif
+}
+
+// Qwen3-0.6B projections: (K, N) pairs at decode (M=1), small batch (16) and prefill (128).
+void Shapes(benchmark::internal::Benchmark* b, bool threaded) {
+  b->ArgNames({"M", "K", "N", "threads"});
+  for (int64_t m : {1, 16, 128})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{1024, 2048}, {1024, 1024}, {2048, 1024},
+                        {1024, 3072}, {3072, 1024}})
+      for (int64_t t : {1, 2})
+        if (t == 1 || threaded) b->Args({m, k, n, t});
+  b->UseRealTime();
+}
+
+void ThreadedShapes(benchmark::internal::Benchmark* b) { Shapes(b, true); }
+void EigenShapes(benchmark::internal::Benchmark* b) {
+#ifdef _OPENMP
+  Shapes(b, true);
+#else
+  Shapes(b, false);  // Eigen can only thread its product through OpenMP.
+#endif
+}
+
+BENCHMARK(BM_OneinferSgemm)->Apply(ThreadedShapes);
+BENCHMARK(BM_OneinferSgemmPacked)->Apply(ThreadedShapes);
+BENCHMARK(BM_EigenProduct)->Apply(EigenShapes);
+
+}  // namespace

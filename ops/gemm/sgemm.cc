@@ -1,0 +1,320 @@
+// Sgemm driver: tier dispatch, cache blocking, packing and the thread split.
+#include "ops/gemm/sgemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "engine/thread_pool.h"
+#include "ops/gemm/sgemm_internal.h"
+
+namespace oneinfer {
+namespace {
+
+using gemm_internal::kDirectMaxM;
+using gemm_internal::SgemmTier;
+
+// B block kKc x kNc (512 KiB) stays in L2 while every A micro-panel of the M block sweeps it.
+constexpr int64_t kKc = 256;
+constexpr int64_t kNc = 512;
+constexpr int64_t kMc = 192;  // multiple of every tier's MR (4, 6, 8)
+// Below this many flops per task another thread costs more than it saves.
+constexpr int64_t kMinTaskFlops = int64_t{1} << 18;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ---- tier selection ----
+
+const SgemmTier* const kTiers[] = {&gemm_internal::kSgemmTierPortable,
+                                   &gemm_internal::kSgemmTierAvx2,
+                                   &gemm_internal::kSgemmTierAvx512};
+
+int BestTierIndex() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma"))
+    return 2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+  return 0;
+}
+
+// A named tier if the CPU has it, else the best available (never silently upward).
+const SgemmTier* ResolveTier(const char* name) {
+  const int best = BestTierIndex();
+  if (name != nullptr) {
+    for (int i = 0; i <= best; ++i)
+      if (std::strcmp(name, kTiers[i]->name) == 0) return kTiers[i];
+  }
+  return kTiers[best];
+}
+
+std::atomic<const SgemmTier*> g_forced_tier{nullptr};
+
+const SgemmTier& ActiveTier() {
+  if (const SgemmTier* t = g_forced_tier.load(std::memory_order_relaxed)) return *t;
+  static const SgemmTier* const default_tier = ResolveTier(std::getenv("ONEINFER_SGEMM_TIER"));
+  return *default_tier;
+}
+
+// ---- packing ----
+
+// Per-thread scratch reused across calls so steady-state inference never allocates.
+float* Scratch(int slot, int64_t floats) {
+  struct Buffers {
+    float* p[2] = {nullptr, nullptr};
+    int64_t n[2] = {0, 0};
+    ~Buffers() {
+      std::free(p[0]);
+      std::free(p[1]);
+    }
+  };
+  thread_local Buffers buf;
+  if (buf.n[slot] < floats) {
+    std::free(buf.p[slot]);
+    buf.n[slot] = RoundUp(floats, 16);
+    buf.p[slot] = static_cast<float*>(std::aligned_alloc(64, buf.n[slot] * sizeof(float)));
+  }
+  return buf.p[slot];
+}
+
+// dst: ceil(nc/32) panels of kc x 32 (zero-padded) holding op(B)[k0:k0+kc, n0:n0+nc].
+void PackB(bool trans_b, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0,
+           int64_t nc, float* dst) {
+  constexpr int64_t P = kSgemmPanel;
+  if (!trans_b) {
+    // Row by row so the source is read front to back; constant-size memcpy inlines to vector moves.
+    const int64_t full = nc / P * P;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* s = B + (k0 + k) * ldb + n0;
+      float* d = dst + k * P;
+      for (int64_t p = 0; p < full; p += P) std::memcpy(d + p * kc, s + p, P * sizeof(float));
+      if (full < nc) {
+        float* o = d + full * kc;
+        for (int64_t j = 0; j < P; ++j) o[j] = full + j < nc ? s[full + j] : 0.0f;
+      }
+    }
+    return;
+  }
+  for (int64_t p = 0; p < nc; p += P) {
+    const int64_t w = std::min(P, nc - p);
+    float* d = dst + (p / P) * kc * P;
+    {
+      if (w < P) std::fill(d, d + kc * P, 0.0f);
+      // Four source rows at a time so each written panel row is touched once per group.
+      int64_t j = 0;
+      for (; j + 4 <= w; j += 4) {
+        const float* s0 = B + (n0 + p + j) * ldb + k0;
+        const float* s1 = s0 + ldb;
+        const float* s2 = s1 + ldb;
+        const float* s3 = s2 + ldb;
+        for (int64_t k = 0; k < kc; ++k) {
+          float* o = d + k * P + j;
+          o[0] = s0[k];
+          o[1] = s1[k];
+          o[2] = s2[k];
+          o[3] = s3[k];
+        }
+      }
+      for (; j < w; ++j) {
+        const float* s = B + (n0 + p + j) * ldb + k0;
+        for (int64_t k = 0; k < kc; ++k) d[k * P + j] = s[k];
+      }
+    }
+  }
+}
+
+// dst: ceil(mc/mr) panels of kc x mr holding op(A)[m0:m0+mc, k0:k0+kc]; rows past mc unset.
+void PackA(bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, int64_t k0,
+           int64_t kc, int64_t mr, float* dst) {
+  for (int64_t i = 0; i < mc; i += mr) {
+    const int64_t h = std::min(mr, mc - i);
+    float* d = dst + (i / mr) * kc * mr;
+    if (!trans_a) {
+      for (int64_t r = 0; r < h; ++r) {
+        const float* s = A + (m0 + i + r) * lda + k0;
+        for (int64_t k = 0; k < kc; ++k) d[k * mr + r] = s[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k)
+        std::memcpy(d + k * mr, A + (k0 + k) * lda + m0 + i, h * sizeof(float));
+    }
+  }
+}
+
+// ---- driver ----
+
+struct Problem {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  float alpha;
+  const float* A;
+  int64_t lda;
+  const float* B;  // unused when packed is set
+  int64_t ldb;
+  const PackedMatrixB* packed;
+  float beta;
+  float* C;
+  int64_t ldc;
+};
+
+// Computes rows [m0, m1) x columns [n0, n1) of C; n0 is a multiple of the panel width.
+void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int64_t n0,
+              int64_t n1) {
+  constexpr int64_t P = kSgemmPanel;
+  const int64_t mt = m1 - m0;
+  // Decode-sized M: read A in place and stream B exactly once over the full K.
+  const bool direct_a = !p.trans_a && mt <= kDirectMaxM;
+  // A single row panel uses each B element once, so packing B would only add traffic.
+  const bool direct_b = p.packed == nullptr && !p.trans_b && mt <= t.mr;
+  const int64_t kc_max = direct_a ? p.K : std::min(kKc, p.K);
+  const int64_t nc_max = direct_a ? n1 - n0 : kNc;
+  if (direct_a && direct_b) {
+    t.small_m(mt, n1 - n0, p.K, p.alpha, p.A + m0 * p.lda, p.lda, p.B + n0, p.ldb, p.beta,
+              p.C + m0 * p.ldc + n0, p.ldc);
+    return;
+  }
+  float* bbuf = nullptr;
+  if (p.packed == nullptr && !direct_b)
+    bbuf = Scratch(0, kc_max * RoundUp(std::min(nc_max, n1 - n0), P));
+  float* abuf = direct_a ? nullptr : Scratch(1, RoundUp(std::min(kMc, mt), t.mr) * kc_max);
+
+  for (int64_t jc = n0; jc < n1; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, n1 - jc);
+    for (int64_t pc = 0; pc < p.K; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, p.K - pc);
+      const float beta = pc == 0 ? p.beta : 1.0f;
+      const float* bblk;
+      int64_t b_ks, panel_stride;
+      if (p.packed != nullptr) {
+        bblk = p.packed->data() + (jc / P) * p.K * P + pc * P;
+        b_ks = P;
+        panel_stride = p.K * P;
+      } else if (direct_b) {
+        bblk = p.B + pc * p.ldb + jc;
+        b_ks = p.ldb;
+        panel_stride = P;
+      } else {
+        PackB(p.trans_b, p.B, p.ldb, pc, kc, jc, nc, bbuf);
+        bblk = bbuf;
+        b_ks = P;
+        panel_stride = kc * P;
+      }
+      for (int64_t ic = m0; ic < m1; ic += kMc) {
+        const int64_t mc = std::min(kMc, m1 - ic);
+        if (!direct_a) PackA(p.trans_a, p.A, p.lda, ic, mc, pc, kc, t.mr, abuf);
+        for (int64_t ir = 0; ir < mc; ir += t.mr) {
+          const int64_t mr = std::min(t.mr, mc - ir);
+          float* c_row = p.C + (ic + ir) * p.ldc;
+          const float* a_panel = direct_a ? p.A + (ic + ir) * p.lda + pc : abuf + ir * kc;
+          for (int64_t jr = 0; jr < nc; jr += P) {
+            const float* b_panel = bblk + (jr / P) * panel_stride;
+            const int64_t j_end = std::min(nc, jr + P);
+            for (int64_t j = jr; j < j_end; j += t.nr) {
+              const int64_t nr = std::min(t.nr, j_end - j);
+              if (direct_a)
+                t.tile_direct_a(kc, a_panel, p.lda, b_panel + (j - jr), b_ks, c_row + jc + j,
+                                p.ldc, mr, nr, p.alpha, beta);
+              else
+                t.tile_packed_a(kc, a_panel, b_panel + (j - jr), b_ks, c_row + jc + j, p.ldc, mr,
+                                nr, p.alpha, beta);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void Run(const Problem& p, ThreadPool* pool) {
+  if (p.M <= 0 || p.N <= 0) return;
+  if (p.K <= 0 || p.alpha == 0.0f) {
+    for (int64_t i = 0; i < p.M; ++i) {
+      float* c = p.C + i * p.ldc;
+      for (int64_t j = 0; j < p.N; ++j) c[j] = p.beta == 0.0f ? 0.0f : p.beta * c[j];
+    }
+    return;
+  }
+  const SgemmTier& t = ActiveTier();
+  constexpr int64_t P = kSgemmPanel;
+  const int64_t mp = (p.M + t.mr - 1) / t.mr;
+  const int64_t np = (p.N + P - 1) / P;
+  int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+  threads = std::max<int64_t>(1, std::min(threads, 2 * p.M * p.N * p.K / kMinTaskFlops));
+  // Grid tm x tn minimizing the largest task; ties favour splitting N (no duplicate B packing).
+  int64_t tm = 1, tn = 1, best_cost = mp * np;
+  for (int64_t n_split = 1; n_split <= std::min(threads, np); ++n_split) {
+    const int64_t m_split = std::min(mp, threads / n_split);
+    const int64_t cost = ((mp + m_split - 1) / m_split) * ((np + n_split - 1) / n_split);
+    if (cost <= best_cost) {
+      best_cost = cost;
+      tm = m_split;
+      tn = n_split;
+    }
+  }
+  auto task = [&](int64_t i) {
+    const int64_t im = i / tn, in = i % tn;
+    const int64_t m0 = std::min(p.M, mp * im / tm * t.mr);
+    const int64_t m1 = std::min(p.M, mp * (im + 1) / tm * t.mr);
+    const int64_t n0 = std::min(p.N, np * in / tn * P);
+    const int64_t n1 = std::min(p.N, np * (in + 1) / tn * P);
+    if (m0 < m1 && n0 < n1) RunBlock(t, p, m0, m1, n0, n1);
+  };
+  if (tm * tn == 1 || pool == nullptr) {
+    for (int64_t i = 0; i < tm * tn; ++i) task(i);
+  } else {
+    pool->RunTasks(tm * tn, task);
+  }
+}
+
+}  // namespace
+
+void Sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+           int64_t ldc, ThreadPool* pool) {
+  Run({trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, nullptr, beta, C, ldc}, pool);
+}
+
+void SgemmPacked(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const PackedMatrixB& B, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+  Run({false, false, M, N, K, alpha, A, lda, nullptr, 0, &B, beta, C, ldc}, pool);
+}
+
+void SgemmReference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                    float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = trans_a ? A[k * lda + i] : A[i * lda + k];
+        const double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+        acc += a * b;
+      }
+      float& c = C[i * ldc + j];
+      c = beta == 0.0f ? static_cast<float>(alpha * acc)
+                       : static_cast<float>(alpha * acc + double{beta} * c);
+    }
+  }
+}
+
+PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const float* B,
+                                  int64_t ldb) {
+  PackedMatrixB packed;
+  packed.k_ = std::max<int64_t>(0, K);
+  packed.n_ = std::max<int64_t>(0, N);
+  const size_t bytes = packed.bytes();
+  if (bytes == 0) return packed;
+  packed.data_.reset(static_cast<float*>(std::aligned_alloc(64, RoundUp(bytes, 64))));
+  PackB(trans_b, B, ldb, 0, packed.k_, 0, packed.n_, packed.data_.get());
+  return packed;
+}
+
+const char* SgemmTierName() { return ActiveTier().name; }
+
+bool SgemmForceTierForTesting(const char* tier) {
+  g_forced_tier.store(tier == nullptr ? nullptr : ResolveTier(tier), std::memory_order_relaxed);
+  return tier == nullptr || std::strcmp(ActiveTier().name, tier) == 0;
+}
+
+}  // namespace oneinfer

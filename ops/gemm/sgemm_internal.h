@@ -1,0 +1,39 @@
+// Internal interface between the Sgemm driver and the per-ISA micro-kernels.
+#pragma once
+
+#include <cstdint>
+
+namespace oneinfer::gemm_internal {
+
+// c[mr x nr] = alpha * a * b + beta * c (beta == 0: c not read), accumulating over kc.
+// a_packed: kc x MR panel, element (r, k) at a[k * MR + r] (rows >= mr are ignored).
+// b: kc x nr, element (k, n) at b[k * b_ks + n]; only columns < nr are read.
+using TilePackedAFn = void (*)(int64_t kc, const float* a, const float* b, int64_t b_ks, float* c,
+                               int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta);
+// Same with a read in place: a: mr x kc row-major with leading dim lda, mr <= kDirectMaxM.
+using TileDirectAFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* b,
+                               int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                               float alpha, float beta);
+
+// c[m x n] = alpha * a[m x k] * b[k x n] + beta * c for m <= kDirectMaxM, all row-major in place:
+// streams a few rows of b at a time front to back (GEMV-like, prefetcher-friendly).
+using SmallMFn = void (*)(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// M at or below this skips A packing and streams B once (GEMV-like decode path).
+inline constexpr int64_t kDirectMaxM = 4;
+
+struct SgemmTier {
+  const char* name;
+  int64_t mr;  // rows per packed-A kernel call
+  int64_t nr;  // columns per kernel call; divides the 32-wide B panel
+  TilePackedAFn tile_packed_a;
+  TileDirectAFn tile_direct_a;
+  SmallMFn small_m;
+};
+
+extern const SgemmTier kSgemmTierPortable;
+extern const SgemmTier kSgemmTierAvx2;
+extern const SgemmTier kSgemmTierAvx512;
+
+}  // namespace oneinfer::gemm_internal

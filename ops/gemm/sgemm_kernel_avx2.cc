@@ -1,0 +1,171 @@
+// AVX2+FMA micro-kernels: up to 6 rows x 16 columns (two ymm) of C held in registers.
+#include <immintrin.h>
+
+#include "ops/gemm/sgemm_internal.h"
+
+namespace oneinfer::gemm_internal {
+namespace {
+
+#define ONEINFER_AVX2 __attribute__((target("avx2,fma")))
+
+constexpr int kMr = 6;
+// Sliding window: loading 8 ints at kLaneMask + 8 - n enables the first n lanes.
+alignas(64) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                               0,  0,  0,  0,  0,  0,  0,  0};
+
+// c: mr x 16 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 16 (b_ks).
+template <int MR, bool kPackedA, bool kEdge>
+ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, const float* a, int64_t lda,
+                                                const float* b, int64_t b_ks, float* c,
+                                                int64_t ldc, int64_t nr, float alpha, float beta) {
+  __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
+  if (kEdge) {
+    m0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - (nr < 8 ? nr : 8)));
+    m1 = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(kLaneMask + 8 - (nr > 8 ? nr - 8 : 0)));
+  }
+  __m256 acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = kEdge ? _mm256_maskload_ps(b, m0) : _mm256_loadu_ps(b);
+    const __m256 b1 = kEdge ? _mm256_maskload_ps(b + 8, m1) : _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(kPackedA ? a + k * kMr + r : a + r * lda + k);
+      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+    }
+    b += b_ks;
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+  const __m256 vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+    __m256 x0 = _mm256_mul_ps(acc0[r], va);
+    __m256 x1 = _mm256_mul_ps(acc1[r], va);
+    if (beta != 0.0f) {
+      x0 = _mm256_fmadd_ps(kEdge ? _mm256_maskload_ps(cr, m0) : _mm256_loadu_ps(cr), vb, x0);
+      x1 = _mm256_fmadd_ps(kEdge ? _mm256_maskload_ps(cr + 8, m1) : _mm256_loadu_ps(cr + 8), vb,
+                           x1);
+    }
+    if (kEdge) {
+      _mm256_maskstore_ps(cr, m0, x0);
+      _mm256_maskstore_ps(cr + 8, m1, x1);
+    } else {
+      _mm256_storeu_ps(cr, x0);
+      _mm256_storeu_ps(cr + 8, x1);
+    }
+  }
+}
+
+template <int MR, bool kPackedA>
+ONEINFER_AVX2 void sgemm_tile_any_nr__avx2(int64_t kc, const float* a, int64_t lda, const float* b,
+                                           int64_t b_ks, float* c, int64_t ldc, int64_t nr,
+                                           float alpha, float beta) {
+  if (nr == 16)
+    sgemm_tile_6x16__avx2<MR, kPackedA, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+  else
+    sgemm_tile_6x16__avx2<MR, kPackedA, true>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+}
+
+ONEINFER_AVX2 void sgemm_tile_packed_a__avx2(int64_t kc, const float* a, const float* b,
+                                             int64_t b_ks, float* c, int64_t ldc, int64_t mr,
+                                             int64_t nr, float alpha, float beta) {
+  switch (mr) {
+#define ONEINFER_CASE(R) \
+  case R: return sgemm_tile_any_nr__avx2<R, true>(kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
+    ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3)
+    ONEINFER_CASE(4) ONEINFER_CASE(5) ONEINFER_CASE(6)
+#undef ONEINFER_CASE
+  }
+}
+
+ONEINFER_AVX2 void sgemm_tile_direct_a__avx2(int64_t kc, const float* a, int64_t lda,
+                                             const float* b, int64_t b_ks, float* c, int64_t ldc,
+                                             int64_t mr, int64_t nr, float alpha, float beta) {
+  switch (mr) {
+#define ONEINFER_CASE(R) \
+  case R: return sgemm_tile_any_nr__avx2<R, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
+#undef ONEINFER_CASE
+  }
+}
+
+// c: MR x n (ldc) += alpha * a: MR x R (lda) * b: R x n (ldb), one pass over the R rows of b.
+template <int MR, int R>
+ONEINFER_AVX2 inline void sgemm_rows_step__avx2(int64_t n, float alpha, const float* a,
+                                                int64_t lda, const float* b, int64_t ldb,
+                                                float* c, int64_t ldc) {
+  __m256 av[MR][R];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i) av[r][i] = _mm256_set1_ps(alpha * a[r * lda + i]);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 bv[R];
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i) bv[i] = _mm256_loadu_ps(b + i * ldb + j);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      __m256 acc = _mm256_loadu_ps(c + r * ldc + j);
+#pragma GCC unroll 32
+      for (int i = 0; i < R; ++i) acc = _mm256_fmadd_ps(av[r][i], bv[i], acc);
+      _mm256_storeu_ps(c + r * ldc + j, acc);
+    }
+  }
+  if (j < n) {
+    const __m256i m =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - (n - j)));
+    __m256 bv[R];
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i) bv[i] = _mm256_maskload_ps(b + i * ldb + j, m);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      __m256 acc = _mm256_maskload_ps(c + r * ldc + j, m);
+#pragma GCC unroll 32
+      for (int i = 0; i < R; ++i) acc = _mm256_fmadd_ps(av[r][i], bv[i], acc);
+      _mm256_maskstore_ps(c + r * ldc + j, m, acc);
+    }
+  }
+}
+
+// c: MR x n; b rows are consumed R at a time over column chunks that keep c in L1.
+template <int MR, int R>
+ONEINFER_AVX2 void sgemm_small_m__avx2(int64_t n, int64_t k, float alpha, const float* a,
+                                       int64_t lda, const float* b, int64_t ldb, float beta,
+                                       float* c, int64_t ldc) {
+  constexpr int64_t kNb = 2048;
+  for (int64_t j0 = 0; j0 < n; j0 += kNb) {
+    const int64_t nb = n - j0 < kNb ? n - j0 : kNb;
+    for (int r = 0; r < MR; ++r) {
+      float* cr = c + r * ldc + j0;
+      for (int64_t j = 0; j < nb; ++j) cr[j] = beta == 0.0f ? 0.0f : beta * cr[j];
+    }
+    int64_t kk = 0;
+    for (; kk + R <= k; kk += R)
+      sgemm_rows_step__avx2<MR, R>(nb, alpha, a + kk, lda, b + kk * ldb + j0, ldb, c + j0, ldc);
+    for (; kk < k; ++kk)
+      sgemm_rows_step__avx2<MR, 1>(nb, alpha, a + kk, lda, b + kk * ldb + j0, ldb, c + j0, ldc);
+  }
+}
+
+ONEINFER_AVX2 void sgemm_small_m_any__avx2(int64_t m, int64_t n, int64_t k, float alpha,
+                                           const float* a, int64_t lda, const float* b,
+                                           int64_t ldb, float beta, float* c, int64_t ldc) {
+  switch (m) {
+    case 1: return sgemm_small_m__avx2<1, 8>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 2: return sgemm_small_m__avx2<2, 4>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 3: return sgemm_small_m__avx2<3, 2>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 4: return sgemm_small_m__avx2<4, 2>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+}  // namespace
+
+const SgemmTier kSgemmTierAvx2 = {"avx2", kMr, 16, sgemm_tile_packed_a__avx2,
+                                  sgemm_tile_direct_a__avx2, sgemm_small_m_any__avx2};
+
+}  // namespace oneinfer::gemm_internal

@@ -1,0 +1,197 @@
+// AVX-512 micro-kernels: up to 8 rows x 32 columns (two zmm) of C held in registers.
+#include <immintrin.h>
+
+#include "ops/gemm/sgemm_internal.h"
+
+namespace oneinfer::gemm_internal {
+namespace {
+
+#define ONEINFER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+constexpr int kMr = 8;
+
+// c: mr x 32 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 32 (b_ks).
+template <int MR, bool kPackedA, bool kEdge>
+ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, const float* a, int64_t lda,
+                                                    const float* b, int64_t b_ks, float* c,
+                                                    int64_t ldc, int64_t nr, float alpha,
+                                                    float beta) {
+  // Edge tiles mask both B loads and C accesses so nothing past column nr is touched.
+  const __mmask16 m0 = kEdge ? static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1) : 0xFFFF;
+  const __mmask16 m1 =
+      kEdge ? static_cast<__mmask16>(nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (1u << (nr - 16)) - 1)
+            : 0xFFFF;
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  int64_t k = 0;
+  if constexpr (MR <= 2) {
+    // Too few accumulators to hide FMA latency: odd k steps go to a second set.
+    __m512 odd0[MR], odd1[MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) odd0[r] = odd1[r] = _mm512_setzero_ps();
+    for (; k + 2 <= kc; k += 2) {
+      const __m512 b0 = kEdge ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+      const __m512 b1 = kEdge ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
+      const __m512 b2 = kEdge ? _mm512_maskz_loadu_ps(m0, b + b_ks) : _mm512_loadu_ps(b + b_ks);
+      const __m512 b3 =
+          kEdge ? _mm512_maskz_loadu_ps(m1, b + b_ks + 16) : _mm512_loadu_ps(b + b_ks + 16);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512 av = _mm512_set1_ps(kPackedA ? a[k * kMr + r] : a[r * lda + k]);
+        const __m512 aw = _mm512_set1_ps(kPackedA ? a[(k + 1) * kMr + r] : a[r * lda + k + 1]);
+        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+        odd0[r] = _mm512_fmadd_ps(aw, b2, odd0[r]);
+        odd1[r] = _mm512_fmadd_ps(aw, b3, odd1[r]);
+      }
+      b += 2 * b_ks;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      acc0[r] = _mm512_add_ps(acc0[r], odd0[r]);
+      acc1[r] = _mm512_add_ps(acc1[r], odd1[r]);
+    }
+  }
+  for (; k < kc; ++k) {
+    const __m512 b0 = kEdge ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+    const __m512 b1 = kEdge ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(kPackedA ? a[k * kMr + r] : a[r * lda + k]);
+      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+    }
+    b += b_ks;
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(acc0[r], va);
+    __m512 x1 = _mm512_mul_ps(acc1[r], va);
+    if (beta != 0.0f) {
+      x0 = _mm512_fmadd_ps(kEdge ? _mm512_maskz_loadu_ps(m0, cr) : _mm512_loadu_ps(cr), vb, x0);
+      x1 = _mm512_fmadd_ps(kEdge ? _mm512_maskz_loadu_ps(m1, cr + 16) : _mm512_loadu_ps(cr + 16),
+                           vb, x1);
+    }
+    if (kEdge) {
+      _mm512_mask_storeu_ps(cr, m0, x0);
+      _mm512_mask_storeu_ps(cr + 16, m1, x1);
+    } else {
+      _mm512_storeu_ps(cr, x0);
+      _mm512_storeu_ps(cr + 16, x1);
+    }
+  }
+}
+
+template <int MR, bool kPackedA>
+ONEINFER_AVX512 void sgemm_tile_any_nr__avx512(int64_t kc, const float* a, int64_t lda,
+                                               const float* b, int64_t b_ks, float* c, int64_t ldc,
+                                               int64_t nr, float alpha, float beta) {
+  if (nr == 32)
+    sgemm_tile_8x32__avx512<MR, kPackedA, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+  else
+    sgemm_tile_8x32__avx512<MR, kPackedA, true>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+}
+
+ONEINFER_AVX512 void sgemm_tile_packed_a__avx512(int64_t kc, const float* a, const float* b,
+                                                 int64_t b_ks, float* c, int64_t ldc, int64_t mr,
+                                                 int64_t nr, float alpha, float beta) {
+  switch (mr) {
+#define ONEINFER_CASE(R) \
+  case R: return sgemm_tile_any_nr__avx512<R, true>(kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
+    ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
+    ONEINFER_CASE(5) ONEINFER_CASE(6) ONEINFER_CASE(7) ONEINFER_CASE(8)
+#undef ONEINFER_CASE
+  }
+}
+
+ONEINFER_AVX512 void sgemm_tile_direct_a__avx512(int64_t kc, const float* a, int64_t lda,
+                                                 const float* b, int64_t b_ks, float* c,
+                                                 int64_t ldc, int64_t mr, int64_t nr, float alpha,
+                                                 float beta) {
+  switch (mr) {
+#define ONEINFER_CASE(R) \
+  case R: return sgemm_tile_any_nr__avx512<R, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
+#undef ONEINFER_CASE
+  }
+}
+
+// c: MR x n (ldc) += alpha * a: MR x R (lda) * b: R x n (ldb), one pass over the R rows of b.
+template <int MR, int R>
+ONEINFER_AVX512 inline void sgemm_rows_step__avx512(int64_t n, float alpha, const float* a,
+                                                    int64_t lda, const float* b, int64_t ldb,
+                                                    float* c, int64_t ldc) {
+  __m512 av[MR][R];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i) av[r][i] = _mm512_set1_ps(alpha * a[r * lda + i]);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 bv[R];
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i) bv[i] = _mm512_loadu_ps(b + i * ldb + j);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      __m512 acc = _mm512_loadu_ps(c + r * ldc + j);
+#pragma GCC unroll 32
+      for (int i = 0; i < R; ++i) acc = _mm512_fmadd_ps(av[r][i], bv[i], acc);
+      _mm512_storeu_ps(c + r * ldc + j, acc);
+    }
+  }
+  if (j < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    __m512 bv[R];
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i) bv[i] = _mm512_maskz_loadu_ps(m, b + i * ldb + j);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      __m512 acc = _mm512_maskz_loadu_ps(m, c + r * ldc + j);
+#pragma GCC unroll 32
+      for (int i = 0; i < R; ++i) acc = _mm512_fmadd_ps(av[r][i], bv[i], acc);
+      _mm512_mask_storeu_ps(c + r * ldc + j, m, acc);
+    }
+  }
+}
+
+// c: MR x n; b rows are consumed R at a time over column chunks that keep c in L1.
+template <int MR, int R>
+ONEINFER_AVX512 void sgemm_small_m__avx512(int64_t n, int64_t k, float alpha, const float* a,
+                                           int64_t lda, const float* b, int64_t ldb, float beta,
+                                           float* c, int64_t ldc) {
+  constexpr int64_t kNb = 2048;
+  for (int64_t j0 = 0; j0 < n; j0 += kNb) {
+    const int64_t nb = n - j0 < kNb ? n - j0 : kNb;
+    for (int r = 0; r < MR; ++r) {
+      float* cr = c + r * ldc + j0;
+      for (int64_t j = 0; j < nb; ++j) cr[j] = beta == 0.0f ? 0.0f : beta * cr[j];
+    }
+    int64_t kk = 0;
+    for (; kk + R <= k; kk += R)
+      sgemm_rows_step__avx512<MR, R>(nb, alpha, a + kk, lda, b + kk * ldb + j0, ldb, c + j0, ldc);
+    for (; kk < k; ++kk)
+      sgemm_rows_step__avx512<MR, 1>(nb, alpha, a + kk, lda, b + kk * ldb + j0, ldb, c + j0, ldc);
+  }
+}
+
+ONEINFER_AVX512 void sgemm_small_m_any__avx512(int64_t m, int64_t n, int64_t k, float alpha,
+                                               const float* a, int64_t lda, const float* b,
+                                               int64_t ldb, float beta, float* c, int64_t ldc) {
+  switch (m) {
+    case 1: return sgemm_small_m__avx512<1, 8>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 2: return sgemm_small_m__avx512<2, 8>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 3: return sgemm_small_m__avx512<3, 4>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 4: return sgemm_small_m__avx512<4, 4>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+}  // namespace
+
+const SgemmTier kSgemmTierAvx512 = {"avx512", kMr, 32, sgemm_tile_packed_a__avx512,
+                                    sgemm_tile_direct_a__avx512, sgemm_small_m_any__avx512};
+
+}  // namespace oneinfer::gemm_internal

@@ -1,0 +1,211 @@
+// Sgemm / SgemmPacked against the double-accumulating reference on every tier the CPU has.
+#include "ops/gemm/sgemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/thread_pool.h"
+
+namespace oneinfer {
+namespace {
+
+struct Shape {
+  int64_t M, N, K;
+};
+
+// Tile edges of every tier (MR 4/6/8, NR 16/32) and of the cache blocks (Kc 256, Nc 512, Mc 192).
+std::vector<Shape> GridShapes() {
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17})
+    for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 64, 65})
+      for (int64_t k : {1, 7, 256, 257}) shapes.push_back({m, n, k});
+  for (Shape s : {Shape{1, 1000, 700}, Shape{3, 545, 513}, Shape{200, 600, 530},
+                  Shape{193, 97, 300}, Shape{64, 1024, 64}, Shape{16, 160, 1024}})
+    shapes.push_back(s);
+  return shapes;
+}
+
+std::vector<float> Random(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> Abs(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+
+struct Case {
+  bool trans_a, trans_b;
+  Shape s;
+  float alpha, beta;
+  int64_t pad;  // extra leading-dimension elements on A, B and C
+};
+
+std::string Describe(const Case& c) {
+  return "M=" + std::to_string(c.s.M) + " N=" + std::to_string(c.s.N) +
+         " K=" + std::to_string(c.s.K) + " ta=" + std::to_string(c.trans_a) +
+         " tb=" + std::to_string(c.trans_b) + " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta) + " pad=" + std::to_string(c.pad);
+}
+
+// Runs one case through Sgemm (or SgemmPacked) and checks every element of C, padding included.
+void CheckCase(const Case& c, bool packed, ThreadPool* pool, std::mt19937& rng) {
+  const auto [M, N, K] = c.s;
+  const int64_t lda = (c.trans_a ? M : K) + c.pad;
+  const int64_t ldb = (c.trans_b ? K : N) + c.pad;
+  const int64_t ldc = N + c.pad;
+  const std::vector<float> a = Random((c.trans_a ? K : M) * lda, rng);
+  const std::vector<float> b = Random((c.trans_b ? N : K) * ldb, rng);
+  std::vector<float> c0 = Random(M * ldc, rng);
+  // beta == 0 must not read C: poison the live region with NaN.
+  if (c.beta == 0.0f)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c0[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+
+  std::vector<float> want = c0, got = c0, mag = Abs(c0);
+  SgemmReference(c.trans_a, c.trans_b, M, N, K, c.alpha, a.data(), lda, b.data(), ldb, c.beta,
+                 want.data(), ldc);
+  SgemmReference(c.trans_a, c.trans_b, M, N, K, std::fabs(c.alpha), Abs(a).data(), lda,
+                 Abs(b).data(), ldb, std::fabs(c.beta), mag.data(), ldc);
+  if (packed) {
+    const PackedMatrixB pb = PackedMatrixB::Pack(c.trans_b, K, N, b.data(), ldb);
+    ASSERT_EQ(pb.K(), K);
+    ASSERT_EQ(pb.N(), N);
+    SgemmPacked(M, N, K, c.alpha, a.data(), lda, pb, c.beta, got.data(), ldc, pool);
+  } else {
+    Sgemm(c.trans_a, c.trans_b, M, N, K, c.alpha, a.data(), lda, b.data(), ldb, c.beta,
+          got.data(), ldc, pool);
+  }
+  // Float accumulation error grows ~sqrt(K); a single dropped term (~mag / K) still fails.
+  const double rel = 2e-6 * std::sqrt(static_cast<double>(K) + 1.0);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const int64_t idx = i * ldc + j;
+      if (j >= N) {
+        ASSERT_EQ(got[idx], c0[idx]) << "padding written at " << i << "," << j << " "
+                                     << Describe(c);
+        continue;
+      }
+      const double tol = rel * (mag[idx] == 0.0f ? 1.0 : mag[idx]) + 1e-30;
+      ASSERT_TRUE(std::isfinite(got[idx])) << i << "," << j << " " << Describe(c);
+      ASSERT_NEAR(got[idx], want[idx], tol) << i << "," << j << " " << Describe(c);
+    }
+  }
+}
+
+class SgemmTierTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!SgemmForceTierForTesting(GetParam()))
+      GTEST_SKIP() << GetParam() << " not supported on this CPU";
+  }
+  void TearDown() override { SgemmForceTierForTesting(nullptr); }
+
+  // Cycles transposes, alpha/beta and padding through the grid so every combination is hit.
+  void RunGrid(bool packed, ThreadPool* pool) {
+    std::mt19937 rng(1234);
+    const float alphas[] = {1.0f, -0.5f, 2.0f};
+    const float betas[] = {0.0f, 1.0f, 0.5f, 0.0f};
+    const int64_t pads[] = {0, 3, 0, 17};
+    int i = 0;
+    for (const Shape& s : GridShapes()) {
+      for (int t = 0; t < (packed ? 2 : 4); ++t, ++i) {
+        const Case c{!packed && (t & 2) != 0, (t & 1) != 0, s, alphas[i % 3], betas[i % 4],
+                     pads[(i / 4) % 4]};
+        CheckCase(c, packed, pool, rng);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+};
+
+TEST_P(SgemmTierTest, UsesRequestedTier) { EXPECT_STREQ(SgemmTierName(), GetParam()); }
+
+TEST_P(SgemmTierTest, GridSingleThread) { RunGrid(false, nullptr); }
+
+TEST_P(SgemmTierTest, GridTwoThreads) {
+  ThreadPool pool(2);
+  RunGrid(false, &pool);
+}
+
+TEST_P(SgemmTierTest, PackedGridSingleThread) { RunGrid(true, nullptr); }
+
+TEST_P(SgemmTierTest, PackedGridTwoThreads) {
+  ThreadPool pool(2);
+  RunGrid(true, &pool);
+}
+
+TEST_P(SgemmTierTest, OddThreadCountSplitsMAndN) {
+  ThreadPool pool(3);
+  std::mt19937 rng(7);
+  for (Shape s : {Shape{100, 40, 300}, Shape{2, 300, 300}, Shape{40, 1000, 33}}) {
+    CheckCase({false, false, s, 1.0f, 0.0f, 0}, false, &pool, rng);
+    CheckCase({true, true, s, 1.0f, 1.0f, 5}, false, &pool, rng);
+    CheckCase({false, true, s, 0.5f, 0.0f, 0}, true, &pool, rng);
+  }
+}
+
+TEST_P(SgemmTierTest, DegenerateShapes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a(64, 1.0f), b(64, 1.0f);
+  // M == 0 or N == 0: C untouched.
+  std::vector<float> c(16, 7.0f);
+  Sgemm(false, false, 0, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f, c.data(), 4, nullptr);
+  Sgemm(false, false, 4, 0, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f, c.data(), 4, nullptr);
+  for (float x : c) EXPECT_EQ(x, 7.0f);
+  // K == 0: C = beta * C, and beta == 0 overwrites NaN with 0.
+  Sgemm(false, false, 4, 4, 0, 1.0f, a.data(), 1, b.data(), 4, 0.5f, c.data(), 4, nullptr);
+  for (float x : c) EXPECT_EQ(x, 3.5f);
+  std::fill(c.begin(), c.end(), nan);
+  Sgemm(true, true, 4, 4, 0, 1.0f, a.data(), 4, b.data(), 1, 0.0f, c.data(), 4, nullptr);
+  for (float x : c) EXPECT_EQ(x, 0.0f);
+  // alpha == 0 ignores A and B entirely.
+  std::fill(c.begin(), c.end(), 2.0f);
+  Sgemm(false, false, 4, 4, 4, 0.0f, a.data(), 4, b.data(), 4, 1.5f, c.data(), 4, nullptr);
+  for (float x : c) EXPECT_EQ(x, 3.0f);
+  // Packing an empty matrix and using it.
+  const PackedMatrixB pb = PackedMatrixB::Pack(false, 0, 4, b.data(), 4);
+  EXPECT_EQ(pb.bytes(), 0u);
+  std::fill(c.begin(), c.end(), nan);
+  SgemmPacked(4, 4, 0, 1.0f, a.data(), 1, pb, 0.0f, c.data(), 4, nullptr);
+  for (float x : c) EXPECT_EQ(x, 0.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTiers, SgemmTierTest,
+                         ::testing::Values("portable", "avx2", "avx512"),
+                         [](const auto& p) { return std::string(p.param); });
+
+TEST(SgemmTier, UnknownNameFallsBackToBest) {
+  SgemmForceTierForTesting(nullptr);
+  const std::string best = SgemmTierName();
+  EXPECT_FALSE(SgemmForceTierForTesting("sse9"));
+  SgemmForceTierForTesting(nullptr);
+  // The default is the best tier unless ONEINFER_SGEMM_TIER lowered it.
+  if (std::getenv("ONEINFER_SGEMM_TIER") == nullptr) {
+    SgemmForceTierForTesting("avx512");
+    const std::string top = SgemmTierName();
+    SgemmForceTierForTesting(nullptr);
+    EXPECT_EQ(best, top);
+  }
+}
+
+TEST(PackedMatrixB, LayoutAndSize) {
+  std::vector<float> b(3 * 40);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i);
+  const PackedMatrixB pb = PackedMatrixB::Pack(false, 3, 40, b.data(), 40);
+  ASSERT_EQ(pb.bytes(), 2u * 3 * kSgemmPanel * sizeof(float));
+  EXPECT_EQ(pb.data()[kSgemmPanel * 1 + 5], b[1 * 40 + 5]);                  // panel 0, k=1
+  EXPECT_EQ(pb.data()[3 * kSgemmPanel + kSgemmPanel * 2 + 7], b[2 * 40 + 39]);  // panel 1, k=2
+  EXPECT_EQ(pb.data()[3 * kSgemmPanel + 8], 0.0f);                            // zero padding
+}
+
+}  // namespace
+}  // namespace oneinfer
