@@ -110,7 +110,10 @@ absl::StatusOr<RnnAttrs> ReadAttrs(const KernelInit& init, Cell cell) {
                                                             : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
   if (names.empty()) names = defaults;
   // One direction's list is shared by both directions of a bidirectional op.
-  if (a.dirs == 2 && static_cast<int64_t>(names.size()) == a.per_dir) names.insert(names.end(), names.begin(), names.end());
+  if (a.dirs == 2 && static_cast<int64_t>(names.size()) == a.per_dir) {
+    const std::vector<std::string> one = names;
+    names.insert(names.end(), one.begin(), one.end());
+  }
   if (static_cast<int64_t>(names.size()) != a.dirs * a.per_dir) {
     return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": expected ", a.dirs * a.per_dir, " activations, got ",
                                                    names.size()));
