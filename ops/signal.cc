@@ -149,22 +149,27 @@ absl::Status Dft(OpContext& ctx) {
   if (axis < 0) axis += r;
   if (axis < 0 || axis > r - 2) return InvalidArgument(ctx, "axis out of range for rank ", r);
   const bool inverse = n.GetInt("inverse", 0) != 0, onesided = n.GetInt("onesided", 0) != 0;
+  const int64_t comp = x.dim(-1);
+  // onesided forward is an RFFT (real in), onesided inverse an IRFFT (half spectrum in, real out).
+  const bool irfft = onesided && inverse;
+  if (onesided && !inverse && comp != 1) return InvalidArgument(ctx, "onesided forward DFT needs real input (last dim 1)");
+  if (irfft && comp != 2) return InvalidArgument(ctx, "onesided inverse DFT needs complex input (last dim 2)");
   const int64_t in_len = x.dim(axis);
-  int64_t len = in_len;
+  int64_t len = irfft ? 2 * (in_len - 1) : in_len;
   if (ctx.has_input(1)) {
     auto l = ReadIntScalar(ctx, 1, "dft_length");
     if (!l.ok()) return l.status();
     len = *l;
-    if (len < 1) return InvalidArgument(ctx, "dft_length must be positive, got ", len);
   }
-  const int64_t out_len = onesided ? len / 2 + 1 : len;
+  if (len < 1) return InvalidArgument(ctx, "dft_length must be positive, got ", len);
+  const int64_t out_len = onesided && !inverse ? len / 2 + 1 : len;
+  const int64_t out_comp = irfft ? 1 : 2;
   Shape oshape = x.shape();
   oshape[static_cast<size_t>(axis)] = out_len;
-  oshape.back() = 2;
+  oshape.back() = out_comp;
   Tensor& y = ctx.AllocateOutput(0, x.dtype(), oshape);
   auto xv = ReadFloats(x);
   if (!xv.ok()) return InvalidArgument(ctx, xv.status().message());
-  const int64_t comp = x.dim(-1);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
   for (int64_t i = axis + 1; i < r - 1; ++i) inner *= x.dim(i);
@@ -175,16 +180,22 @@ absl::Status Dft(OpContext& ctx) {
     std::vector<cd> buf(static_cast<size_t>(len));
     for (int64_t li = b; li < e; ++li) {
       const int64_t o = li / inner, i = li % inner;
-      std::fill(buf.begin(), buf.end(), cd(0, 0));
-      for (int64_t k = 0; k < std::min(len, in_len); ++k) {
+      auto at_in = [&](int64_t k) {
         const size_t at = static_cast<size_t>(((o * in_len + k) * inner + i) * comp);
-        buf[static_cast<size_t>(k)] = cd((*xv)[at], comp == 2 ? (*xv)[at + 1] : 0.0);
+        return cd((*xv)[at], comp == 2 ? (*xv)[at + 1] : 0.0);
+      };
+      std::fill(buf.begin(), buf.end(), cd(0, 0));
+      if (irfft) {  // rebuild the Hermitian spectrum from its first half
+        for (int64_t k = 0; k <= len / 2 && k < in_len; ++k) buf[static_cast<size_t>(k)] = at_in(k);
+        for (int64_t k = len / 2 + 1; k < len; ++k) buf[static_cast<size_t>(k)] = std::conj(buf[static_cast<size_t>(len - k)]);
+      } else {
+        for (int64_t k = 0; k < std::min(len, in_len); ++k) buf[static_cast<size_t>(k)] = at_in(k);
       }
       plan.Run(buf);
       for (int64_t k = 0; k < out_len; ++k) {
-        const size_t at = static_cast<size_t>(((o * out_len + k) * inner + i) * 2);
+        const size_t at = static_cast<size_t>(((o * out_len + k) * inner + i) * out_comp);
         out[at] = buf[static_cast<size_t>(k)].real() * norm;
-        out[at + 1] = buf[static_cast<size_t>(k)].imag() * norm;
+        if (out_comp == 2) out[at + 1] = buf[static_cast<size_t>(k)].imag() * norm;
       }
     }
   });
@@ -224,6 +235,7 @@ absl::Status Stft(OpContext& ctx) {
   const int64_t B = sig.dim(0), L = sig.dim(1), comp = sig.dim(2);
   if (flen > L) return InvalidArgument(ctx, "frame_length ", flen, " exceeds the signal length ", L);
   const bool onesided = ctx.node().GetInt("onesided", 1) != 0;
+  if (onesided && comp == 2) return InvalidArgument(ctx, "onesided output needs a real signal (set onesided=0 for complex input)");
   const int64_t frames = 1 + (L - flen) / *step, bins = onesided ? flen / 2 + 1 : flen;
   Tensor& y = ctx.AllocateOutput(0, sig.dtype(), {B, frames, bins, 2});
   auto sv = ReadFloats(sig);
