@@ -299,7 +299,9 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeRegexFullMatch(const KernelInit& i
   if (!n.HasAttr("pattern")) return absl::InvalidArgumentError("the pattern attribute is required");
   const std::string pattern = n.GetString("pattern", "");
   try {
-    return std::unique_ptr<OpKernel>(new RegexFullMatchKernel(std::regex(pattern, std::regex::ECMAScript)));
+    // __polynomial (libstdc++) selects the Thompson-NFA executor: no recursion per input character,
+    // so long strings cannot overflow the stack; like RE2 it refuses back-references.
+    return std::unique_ptr<OpKernel>(new RegexFullMatchKernel(std::regex(pattern, std::regex::ECMAScript | std::regex_constants::__polynomial)));
   } catch (const std::regex_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("invalid pattern '", pattern, "': ", e.what()));
   }

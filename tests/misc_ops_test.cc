@@ -247,6 +247,13 @@ TEST(StringOps, ConcatBroadcastsAndRegexFullMatch) {
   EXPECT_FALSE(b[2]);
   OneNode bad{"RegexFullMatch", 20, {DType::kString}, {DType::kBool}, {StrAttr("pattern", "(")}};
   EXPECT_FALSE(bad.Session().ok());
+  OneNode backref{"RegexFullMatch", 20, {DType::kString}, {DType::kBool}, {StrAttr("pattern", "(a)\\1")}};
+  EXPECT_FALSE(backref.Session().ok());  // RE2 has no back-references either
+  // A long input must not exhaust the stack.
+  OneNode star{"RegexFullMatch", 20, {DType::kString}, {DType::kBool}, {StrAttr("pattern", "(a|b)*c")}};
+  auto big = star.Run({Strings({1}, {std::string(1000000, 'a') + "c"})});
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_TRUE((*big)[0].tensor.data<bool>()[0]);
 }
 
 TEST(StringOps, NormalizerCaseFoldsUtf8AndRejectsOtherLocales) {
