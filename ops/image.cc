@@ -304,7 +304,7 @@ class ResizeKernel : public OpKernel {
     }
     if (have_scales) {
       for (size_t i = 0; i < na; ++i) {
-        if (!(scales_in[i] > 0)) return InvalidArgument(ctx, "scales must be positive, got ", scales_in[i]);
+        if (!(scales_in[i] > 0) || !std::isfinite(scales_in[i])) return InvalidArgument(ctx, "scales must be positive and finite, got ", scales_in[i]);
         const size_t a = static_cast<size_t>(axes[i]);
         scale[a] = scales_in[i];
         oshape[a] = static_cast<int64_t>(std::floor(scales_in[i] * static_cast<double>(ishape[a])));
@@ -418,6 +418,7 @@ class RoiAlignKernel : public OpKernel {
     for (int64_t b : *bidx) if (b < 0 || b >= N) return InvalidArgument(ctx, "batch index ", b, " out of range [0, ", N, ")");
     auto rv = ReadFloats(rois);
     if (!rv.ok()) return InvalidArgument(ctx, "rois: ", rv.status().message());
+    for (double v : *rv) if (!std::isfinite(v)) return InvalidArgument(ctx, "rois must be finite");
     auto xv = ReadFloats(x);
     if (!xv.ok()) return InvalidArgument(ctx, "X: ", xv.status().message());
     Tensor& y = ctx.AllocateOutput(0, x.dtype(), {R, C, oh_, ow_});
@@ -572,7 +573,7 @@ absl::Status NonMaxSuppression(OpContext& ctx) {
         const double* sc = &(*sv)[static_cast<size_t>((b * C + c) * S)];
         cand.clear();
         kept.clear();
-        for (int64_t i = 0; i < S; ++i) if (!has_score_th || sc[i] > score_th) cand.push_back(i);
+        for (int64_t i = 0; i < S; ++i) if (!std::isnan(sc[i]) && (!has_score_th || sc[i] > score_th)) cand.push_back(i);
         std::stable_sort(cand.begin(), cand.end(), [&](int64_t l, int64_t r) { return sc[l] > sc[r]; });
         for (int64_t i : cand) {
           if (static_cast<int64_t>(kept.size()) >= max_out) break;
@@ -640,6 +641,7 @@ class GridSampleKernel : public OpKernel {
       for (int64_t p = b; p < e; ++p) {
         const int64_t n = p / (OH * OW), pix = p % (OH * OW);
         double gx = denorm((*gv)[static_cast<size_t>(p * 2)], W), gy = denorm((*gv)[static_cast<size_t>(p * 2 + 1)], H);
+        if (!std::isfinite(gx) || !std::isfinite(gy)) continue;  // leaves zeros: nothing sensible to sample
         if (mode_ == 1) {
           gx = std::nearbyint(gx);
           gy = std::nearbyint(gy);
