@@ -114,7 +114,7 @@ void IfReturnsOuterValues(bool read_x_in_else) {
 TEST(ControlFlow, IfReturnsOuterValues) { IfReturnsOuterValues(true); }
 // A branch output naming an outer value that no node of the branch reads: FreeVariables()
 // (graph/ir.cc) misses it, so the If node does not list it as an implicit input.
-TEST(ControlFlow, DISABLED_IfReturnsUnreadOuterValue) { IfReturnsOuterValues(false); }
+TEST(ControlFlow, IfReturnsUnreadOuterValue) { IfReturnsOuterValues(false); }
 
 TEST(ControlFlow, LoopCarriedAndScanOutputs) {
   // body(i, cond, v) -> (cond, v, i): v passes through, scan output collects the iteration numbers.
