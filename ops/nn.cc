@@ -375,8 +375,10 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
     if (!oshape.empty() || same) {
       const int64_t target = !oshape.empty() ? oshape[i] : g.out[i] * g.s[i];
       const int64_t total = full - target;
-      // SAME_UPPER puts the extra padding at the end.
-      g.pb[i] = a.w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      // SAME_UPPER puts the extra padding at the end; floor division as the reference does
+      // (total may be negative when output_shape asks for more than the natural size).
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      g.pb[i] = a.w.auto_pad == "SAME_UPPER" ? half : total - half;
       g.pe[i] = total - g.pb[i];
       g.in[i] = target;
     } else {
@@ -658,33 +660,47 @@ absl::Status MaxUnpoolCompute(OpContext& ctx, const UnpoolAttrs& a) {
   if (x.rank() < 3) return InvalidArgument(ctx, "X must have rank >= 3");
   const size_t nd = static_cast<size_t>(x.rank() - 2);
   if (a.w.kernel.size() != nd) return InvalidArgument(ctx, "kernel_shape must have ", nd, " values");
-  Shape os;
+  if (!a.w.strides.empty() && a.w.strides.size() != nd) return InvalidArgument(ctx, "strides must have ", nd, " values");
+  if (!a.w.pads.empty() && a.w.pads.size() != 2 * nd) return InvalidArgument(ctx, "pads must have ", 2 * nd, " values");
+  // Indices address the inferred output; an explicit output_shape places that at the origin.
+  Shape inferred = {x.dim(0), x.dim(1)};
+  for (size_t i = 0; i < nd; ++i) {
+    const int64_t s = a.w.strides.empty() ? 1 : a.w.strides[i];
+    const int64_t pb = a.w.pads.empty() ? 0 : a.w.pads[i], pe = a.w.pads.empty() ? 0 : a.w.pads[i + nd];
+    inferred.push_back(std::max<int64_t>(0, (x.dim(static_cast<int64_t>(i) + 2) - 1) * s + a.w.kernel[i] - pb - pe));
+  }
+  Shape os = inferred;
   if (ctx.has_input(2)) {
     auto v = ReadInts(ctx.input(2));
     if (!v.ok()) return InvalidArgument(ctx, v.status().message());
     os = *v;
-    if (os.size() != static_cast<size_t>(x.rank())) return InvalidArgument(ctx, "output_shape must have rank ", x.rank(), " values");
+    if (os.size() != static_cast<size_t>(x.rank())) return InvalidArgument(ctx, "output_shape must have ", x.rank(), " values");
     for (int64_t d : os) if (d < 0) return InvalidArgument(ctx, "negative output_shape");
-  } else {
-    os = {x.dim(0), x.dim(1)};
-    for (size_t i = 0; i < nd; ++i) {
-      const int64_t s = a.w.strides.empty() ? 1 : a.w.strides[i];
-      const int64_t pb = a.w.pads.empty() ? 0 : a.w.pads[i], pe = a.w.pads.empty() ? 0 : a.w.pads[i + nd];
-      os.push_back((x.dim(static_cast<int64_t>(i) + 2) - 1) * s + a.w.kernel[i] - pb - pe);
-    }
   }
-  if (!a.w.strides.empty() && a.w.strides.size() != nd) return InvalidArgument(ctx, "strides must have ", nd, " values");
   Tensor& y = ctx.AllocateOutput(0, x.dtype(), os);
-  const int64_t total = y.num_elements();
+  Tensor tmp = os == inferred ? y : Tensor::Empty(x.dtype(), inferred);
+  const int64_t total = tmp.num_elements();
   return VisitNumeric(x.dtype(), [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     const int64_t* pi = ind.data<int64_t>();
-    T* py = y.data<T>();
+    T* pt = tmp.data<T>();
     for (int64_t i = 0; i < x.num_elements(); ++i) {
       if (pi[i] < 0 || pi[i] >= total) return InvalidArgument(ctx, "index ", pi[i], " out of range [0, ", total, ")");
-      py[pi[i]] = px[i];
+      pt[pi[i]] = px[i];
     }
+    if (os == inferred || y.num_elements() == 0) return absl::OkStatus();
+    // Copy the overlap of the inferred result into the corner of the requested shape.
+    const auto ts = Strides(inferred), ys = Strides(os);
+    std::vector<int64_t> idx(os.size(), 0);
+    Shape ext(os.size());
+    for (size_t d = 0; d < os.size(); ++d) ext[d] = std::min(os[d], inferred[d]);
+    if (NumElements(ext) == 0) return absl::OkStatus();
+    do {
+      int64_t to = 0, yo = 0;
+      for (size_t d = 0; d < os.size(); ++d) { to += idx[d] * ts[d]; yo += idx[d] * ys[d]; }
+      y.data<T>()[yo] = pt[to];
+    } while (Next(idx, ext));
     return absl::OkStatus();
   });
 }
