@@ -329,6 +329,10 @@ absl::Status EinsumCompute(OpContext& ctx, const EinsumSpec& spec) {
     auto l = ExpandTerm(spec.output, rank, ell_max, &er);
     if (!l.ok()) return InvalidArgument(ctx, l.status().message());
     out_labels = *l;
+    std::vector<int> sorted = out_labels;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return InvalidArgument(ctx, "Einsum output repeats a label");
     for (int lab : out_labels)
       if (!size.count(lab)) return InvalidArgument(ctx, "Einsum output label not in any input");
   } else {

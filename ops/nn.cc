@@ -128,6 +128,7 @@ absl::Status ResolveGeometry(const OpContext& ctx, const WindowAttrs& w, const S
   g->pe.assign(nd, 0);
   g->out.assign(nd, 0);
   for (size_t i = 0; i < nd; ++i) {
+    if (g->k[i] < 1) return InvalidArgument(ctx, "kernel dims must be positive, got ", ShapeToString(kernel));
     const int64_t ek = (g->k[i] - 1) * g->d[i] + 1, in = in_spatial[i], s = g->s[i];
     if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
       const int64_t out = (in + s - 1) / s;
@@ -370,6 +371,7 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
   g.pe.assign(nd, 0);
   const bool same = a.w.auto_pad == "SAME_UPPER" || a.w.auto_pad == "SAME_LOWER";
   for (size_t i = 0; i < nd; ++i) {
+    if (g.k[i] < 1 || g.s[i] < 1 || g.d[i] < 1) return InvalidArgument(ctx, "kernel, strides and dilations must be positive");
     const int64_t ek = (g.k[i] - 1) * g.d[i] + 1;
     const int64_t full = g.s[i] * (g.out[i] - 1) + opad[i] + ek;
     if (!oshape.empty() || same) {
