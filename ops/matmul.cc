@@ -1,9 +1,486 @@
+// MatMul, Gemm, Einsum, Det.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
 #include "engine/kernel.h"
+#include "engine/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 
 namespace oneinfer {
 
-void RegisterMatMulOps(KernelRegistry& r) { (void)r; }
+// Row-major C = alpha * op(A) * op(B) + beta * C; beta == 0 means C is not read.
+// The single float32 GEMM entry point of this file (to be replaced by oneinfer::Sgemm).
+static void GemmF32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc, ThreadPool* pool) {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+  using OMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+  if (M <= 0 || N <= 0) return;
+  // Splits the larger of M and N into independent slabs for the pool.
+  const bool split_m = M >= N;
+  const int64_t total = split_m ? M : N;
+  const int64_t work = M * N * std::max<int64_t>(K, 1);
+  const int64_t min_chunk = work < (1 << 16) ? total : std::max<int64_t>(1, total / 64);
+  ParallelFor(pool, total, min_chunk, [&](int64_t b, int64_t e) {
+    const int64_t m0 = split_m ? b : 0, m1 = split_m ? e : M;
+    const int64_t n0 = split_m ? 0 : b, n1 = split_m ? N : e;
+    const int64_t mm = m1 - m0, nn = n1 - n0;
+    OMap c(C + m0 * ldc + n0, mm, nn, Eigen::OuterStride<>(ldc));
+    if (K == 0) {
+      if (beta == 0.f) c.setZero(); else c *= beta;
+      return;
+    }
+    auto run = [&](const auto& a, const auto& bm) {
+      if (beta == 0.f) {
+        c.noalias() = alpha * (a * bm);
+      } else {
+        if (beta != 1.f) c *= beta;
+        c.noalias() += alpha * (a * bm);
+      }
+    };
+    auto with_b = [&](const auto& a) {
+      if (trans_b) run(a, CMap(B + n0 * ldb, nn, K, Eigen::OuterStride<>(ldb)).transpose());
+      else run(a, CMap(B + n0, K, nn, Eigen::OuterStride<>(ldb)));
+    };
+    if (trans_a) with_b(CMap(A + m0, K, mm, Eigen::OuterStride<>(lda)).transpose());
+    else with_b(CMap(A + m0 * lda, mm, K, Eigen::OuterStride<>(lda)));
+  });
+}
+
+namespace {
+
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+
+// Generic GEMM for non-float32 types (same contract as GemmF32).
+template <typename T>
+void GemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+           const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ThreadPool* pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    GemmF32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+  } else if constexpr (kIsHalf<T>) {
+    // Widen to float so accumulation happens in float32.
+    std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)),
+        c(static_cast<size_t>(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k)
+        a[i * K + k] = static_cast<float>(ta ? A[k * lda + i] : A[i * lda + k]);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j)
+        b[k * N + j] = static_cast<float>(tb ? B[j * ldb + k] : B[k * ldb + j]);
+    const float fb = static_cast<float>(beta);
+    if (fb != 0.f)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<float>(C[i * ldc + j]);
+    GemmF32(false, false, M, N, K, static_cast<float>(alpha), a.data(), K, b.data(), N, fb, c.data(), N,
+            pool);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = static_cast<T>(c[i * N + j]);
+  } else {
+    using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+    Eigen::Map<Mat, 0, Eigen::OuterStride<>> c(C, M, N, Eigen::OuterStride<>(ldc));
+    Mat a = ta ? Mat(CMap(A, K, M, Eigen::OuterStride<>(lda)).transpose())
+               : Mat(CMap(A, M, K, Eigen::OuterStride<>(lda)));
+    Mat b = tb ? Mat(CMap(B, N, K, Eigen::OuterStride<>(ldb)).transpose())
+               : Mat(CMap(B, K, N, Eigen::OuterStride<>(ldb)));
+    if (beta == T(0)) c.setZero(); else c *= beta;
+    if (K > 0) c.noalias() += alpha * (a * b);
+  }
+}
+
+bool IsGemmType(DType d) {
+  return d != DType::kBool && d != DType::kString && d != DType::kUndefined && d != DType::kUInt4 &&
+         d != DType::kInt4;
+}
+
+// ---------------------------------------------------------------- MatMul
+
+absl::Status MatMulCompute(OpContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dtype() != b.dtype()) return InvalidArgument(ctx, "A and B have different element types");
+  if (!IsGemmType(a.dtype())) return InvalidArgument(ctx, "unsupported element type ", DTypeName(a.dtype()));
+  if (a.rank() < 1 || b.rank() < 1) return InvalidArgument(ctx, "MatMul inputs must have rank >= 1");
+  Shape as = a.shape(), bs = b.shape();
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K)
+    return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x ",
+                           ShapeToString(b.shape()));
+  const Shape abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
+  auto ob = BroadcastShapes({abatch, bbatch});
+  if (!ob.ok()) return InvalidArgument(ctx, ob.status().message());
+  Shape out = *ob;
+  if (!a_vec) out.push_back(M);
+  if (!b_vec) out.push_back(N);
+  Tensor& y = ctx.AllocateOutput(0, a.dtype(), out);
+  if (y.num_elements() == 0) return absl::OkStatus();
+  const int64_t batches = NumElements(*ob);
+  return VisitNumeric(a.dtype(), [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      return absl::OkStatus();
+    } else {
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* py = y.data<T>();
+      if (NumElements(bbatch) == 1 && NumElements(abatch) == batches) {
+        // B is a single matrix: fold A's batch into M (the [1,S,K] x [K,N] case).
+        GemmT<T>(false, false, batches * M, N, K, T(1), pa, K, pb, N, T(0), py, N, ctx.thread_pool());
+        return absl::OkStatus();
+      }
+      const auto sa = BroadcastStrides(abatch, *ob), sb = BroadcastStrides(bbatch, *ob);
+      const auto so = Strides(*ob);
+      for (int64_t i = 0; i < batches; ++i) {
+        int64_t oa = 0, obb = 0, r = i;
+        for (size_t d = 0; d < so.size(); ++d) {
+          const int64_t idx = r / so[d];
+          r %= so[d];
+          oa += idx * sa[d];
+          obb += idx * sb[d];
+        }
+        GemmT<T>(false, false, M, N, K, T(1), pa + oa * M * K, K, pb + obb * K * N, N, T(0),
+                 py + i * M * N, N, ctx.thread_pool());
+      }
+      return absl::OkStatus();
+    }
+  });
+}
+
+// ---------------------------------------------------------------- Gemm
+
+absl::Status GemmCompute(OpContext& ctx) {
+  const Node& n = ctx.node();
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "Gemm needs inputs A and B");
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
+  const float alpha = n.GetFloat("alpha", 1.f);
+  float beta = n.GetFloat("beta", 1.f);
+  if (a.rank() != 2 || b.rank() != 2) return InvalidArgument(ctx, "Gemm inputs A and B must be 2-D");
+  if (a.dtype() != b.dtype()) return InvalidArgument(ctx, "A and B have different element types");
+  if (!IsGemmType(a.dtype())) return InvalidArgument(ctx, "unsupported element type ", DTypeName(a.dtype()));
+  const int64_t M = ta ? a.dim(1) : a.dim(0), K = ta ? a.dim(0) : a.dim(1);
+  const int64_t N = tb ? b.dim(0) : b.dim(1), Kb = tb ? b.dim(1) : b.dim(0);
+  if (K != Kb) return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x ",
+                                      ShapeToString(b.shape()));
+  Tensor& y = ctx.AllocateOutput(0, a.dtype(), {M, N});
+  const bool has_c = ctx.has_input(2) && beta != 0.f;
+  if (ctx.has_input(2)) {
+    const Tensor& c = ctx.input(2);
+    if (c.dtype() != a.dtype()) return InvalidArgument(ctx, "C has a different element type");
+    if (c.rank() > 2) return InvalidArgument(ctx, "C must have rank <= 2");
+    auto bs = BroadcastShapes({c.shape(), {M, N}});
+    if (!bs.ok() || *bs != Shape{M, N})
+      return InvalidArgument(ctx, "C of shape ", ShapeToString(c.shape()), " does not broadcast to ",
+                             ShapeToString({M, N}));
+  }
+  if (!has_c) beta = 0.f;
+  if (M * N == 0) return absl::OkStatus();
+  return VisitNumeric(a.dtype(), [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      return absl::OkStatus();
+    } else {
+      T* py = y.data<T>();
+      if (has_c) {
+        const Tensor& c = ctx.input(2);
+        const auto st = BroadcastStrides(c.shape(), {M, N});
+        const T* pc = c.data<T>();
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) py[i * N + j] = pc[i * st[0] + j * st[1]];
+      }
+      GemmT<T>(ta, tb, M, N, K, static_cast<T>(alpha), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1),
+               static_cast<T>(beta), py, N, ctx.thread_pool());
+      return absl::OkStatus();
+    }
+  });
+}
+
+// ---------------------------------------------------------------- Einsum
+
+// Parsed equation: one label list per input and for the output. Labels are chars; the
+// ellipsis dims become labels 0..E-1 (below any letter).
+struct EinsumSpec {
+  std::vector<std::string> inputs;  // raw terms
+  std::string output;
+  bool explicit_output = false;
+};
+
+absl::StatusOr<EinsumSpec> ParseEinsum(std::string eq) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  EinsumSpec s;
+  std::string lhs = eq;
+  const size_t arrow = eq.find("->");
+  if (arrow != std::string::npos) {
+    lhs = eq.substr(0, arrow);
+    s.output = eq.substr(arrow + 2);
+    s.explicit_output = true;
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t comma = lhs.find(',', start);
+    s.inputs.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  auto valid = [](const std::string& t) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      const char c = t[i];
+      if (std::isalpha(static_cast<unsigned char>(c))) continue;
+      if (c == '.' && t.compare(i, 3, "...") == 0) { i += 2; continue; }
+      return false;
+    }
+    return std::count(t.begin(), t.end(), '.') <= 3;
+  };
+  for (const auto& t : s.inputs)
+    if (!valid(t)) return absl::InvalidArgumentError(absl::StrCat("bad Einsum term '", t, "'"));
+  if (!valid(s.output)) return absl::InvalidArgumentError(absl::StrCat("bad Einsum output '", s.output, "'"));
+  return s;
+}
+
+// Expands a term into per-dimension labels (ints); ellipsis dims get labels 0..E-1
+// right-aligned against the widest ellipsis.
+absl::StatusOr<std::vector<int>> ExpandTerm(const std::string& term, int64_t rank, int64_t ell_rank_max,
+                                            int64_t* ell_rank) {
+  std::vector<int> labels;
+  const size_t dots = term.find("...");
+  const int64_t letters = static_cast<int64_t>(term.size()) - (dots == std::string::npos ? 0 : 3);
+  if (dots == std::string::npos) {
+    if (letters != rank)
+      return absl::InvalidArgumentError(absl::StrCat("Einsum term '", term, "' does not match rank ", rank));
+    *ell_rank = 0;
+  } else {
+    if (letters > rank)
+      return absl::InvalidArgumentError(absl::StrCat("Einsum term '", term, "' does not match rank ", rank));
+    *ell_rank = rank - letters;
+  }
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (term[i] == '.') {
+      for (int64_t e = 0; e < *ell_rank; ++e) labels.push_back(static_cast<int>(ell_rank_max - *ell_rank + e));
+      i += 2;
+    } else {
+      labels.push_back(static_cast<int>(static_cast<unsigned char>(term[i])) + 64);
+    }
+  }
+  return labels;
+}
+
+absl::Status EinsumCompute(OpContext& ctx, const EinsumSpec& spec) {
+  const size_t n_in = spec.inputs.size();
+  if (ctx.num_inputs() != n_in) return InvalidArgument(ctx, "Einsum equation names ", n_in, " inputs, node has ", ctx.num_inputs());
+  DType dt = DType::kUndefined;
+  int64_t ell_max = 0;
+  for (size_t i = 0; i < n_in; ++i) {
+    if (!ctx.has_input(i)) return InvalidArgument(ctx, "missing input ", i);
+    const Tensor& t = ctx.input(i);
+    if (i == 0) dt = t.dtype();
+    if (t.dtype() != dt) return InvalidArgument(ctx, "inputs have different element types");
+    const size_t dots = spec.inputs[i].find("...");
+    if (dots != std::string::npos) ell_max = std::max<int64_t>(ell_max, t.rank() - (static_cast<int64_t>(spec.inputs[i].size()) - 3));
+  }
+  if (!IsGemmType(dt)) return InvalidArgument(ctx, "unsupported element type ", DTypeName(dt));
+  std::vector<std::vector<int>> labels(n_in);
+  std::map<int, int64_t> size;  // label -> extent
+  std::map<int, int> count;
+  for (size_t i = 0; i < n_in; ++i) {
+    const Tensor& t = ctx.input(i);
+    int64_t er = 0;
+    auto l = ExpandTerm(spec.inputs[i], t.rank(), ell_max, &er);
+    if (!l.ok()) return InvalidArgument(ctx, l.status().message());
+    labels[i] = *l;
+    for (size_t d = 0; d < labels[i].size(); ++d) {
+      const int lab = labels[i][d];
+      const int64_t ext = t.dim(static_cast<int64_t>(d));
+      auto it = size.find(lab);
+      if (it == size.end()) {
+        size[lab] = ext;
+      } else if (it->second != ext) {
+        // Ellipsis dims broadcast; letter dims must agree.
+        if (lab < 64 && (it->second == 1 || ext == 1)) it->second = std::max(it->second, ext);
+        else return InvalidArgument(ctx, "Einsum dimension mismatch for a label: ", it->second, " vs ", ext);
+      }
+    }
+    std::vector<int> uniq = labels[i];
+    std::sort(uniq.begin(), uniq.end());
+    uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
+    for (int lab : uniq) count[lab] += 1;
+    // A label repeated inside one term counts as appearing more than once.
+    for (int lab : uniq)
+      if (std::count(labels[i].begin(), labels[i].end(), lab) > 1) count[lab] += 1;
+  }
+  std::vector<int> out_labels;
+  if (spec.explicit_output) {
+    int64_t er = 0;
+    const bool dots = spec.output.find("...") != std::string::npos;
+    const int64_t rank = static_cast<int64_t>(spec.output.size()) - (dots ? 3 : 0) + (dots ? ell_max : 0);
+    auto l = ExpandTerm(spec.output, rank, ell_max, &er);
+    if (!l.ok()) return InvalidArgument(ctx, l.status().message());
+    out_labels = *l;
+    std::vector<int> sorted = out_labels;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return InvalidArgument(ctx, "Einsum output repeats a label");
+    for (int lab : out_labels)
+      if (!size.count(lab)) return InvalidArgument(ctx, "Einsum output label not in any input");
+  } else {
+    for (int64_t e = 0; e < ell_max; ++e) out_labels.push_back(static_cast<int>(e));
+    for (const auto& [lab, c] : count)
+      if (lab >= 64 && c == 1) out_labels.push_back(lab);
+  }
+  // All labels: output first, then the summed ones.
+  std::vector<int> all = out_labels;
+  for (const auto& [lab, ext] : size)
+    if (std::find(all.begin(), all.end(), lab) == all.end()) all.push_back(lab);
+  const size_t n_out = out_labels.size(), n_all = all.size();
+  Shape out_shape;
+  for (int lab : out_labels) out_shape.push_back(size[lab]);
+  std::vector<int64_t> ext(n_all);
+  for (size_t k = 0; k < n_all; ++k) ext[k] = size[all[k]];
+  // stride[i][k]: step of input i along label k (summed over repeats = diagonal).
+  std::vector<std::vector<int64_t>> stride(n_in, std::vector<int64_t>(n_all, 0));
+  for (size_t i = 0; i < n_in; ++i) {
+    const auto st = Strides(ctx.input(i).shape());
+    for (size_t d = 0; d < labels[i].size(); ++d) {
+      if (ctx.input(i).dim(static_cast<int64_t>(d)) == 1) continue;  // broadcast ellipsis dim
+      const size_t k = std::find(all.begin(), all.end(), labels[i][d]) - all.begin();
+      stride[i][k] += st[d];
+    }
+  }
+  Tensor& y = ctx.AllocateOutput(0, dt, out_shape);
+  int64_t inner = 1;
+  for (size_t k = n_out; k < n_all; ++k) inner *= ext[k];
+  return VisitNumeric(dt, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      return absl::OkStatus();
+    } else {
+      using Acc = std::conditional_t<kIsHalf<T>, float, T>;
+      std::vector<const T*> src(n_in);
+      for (size_t i = 0; i < n_in; ++i) src[i] = ctx.input(i).data<T>();
+      T* py = y.data<T>();
+      const int64_t outer = y.num_elements();
+      ParallelFor(ctx.thread_pool(), outer, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
+                  [&](int64_t b, int64_t e) {
+        std::vector<int64_t> idx(n_all), off(n_in);
+        for (int64_t o = b; o < e; ++o) {
+          int64_t r = o;
+          std::fill(off.begin(), off.end(), 0);
+          for (int64_t k = static_cast<int64_t>(n_out) - 1; k >= 0; --k) {
+            const int64_t v = r % ext[k];
+            r /= ext[k];
+            for (size_t i = 0; i < n_in; ++i) off[i] += v * stride[i][k];
+          }
+          std::fill(idx.begin() + n_out, idx.end(), 0);
+          Acc acc = Acc(0);
+          for (int64_t s = 0; s < inner; ++s) {
+            Acc p = Acc(1);
+            for (size_t i = 0; i < n_in; ++i) {
+              int64_t q = off[i];
+              for (size_t k = n_out; k < n_all; ++k) q += idx[k] * stride[i][k];
+              p = p * static_cast<Acc>(src[i][q]);
+            }
+            acc += p;
+            for (int64_t k = static_cast<int64_t>(n_all) - 1; k >= static_cast<int64_t>(n_out); --k) {
+              if (++idx[k] < ext[k]) break;
+              idx[k] = 0;
+            }
+          }
+          py[o] = static_cast<T>(acc);
+        }
+      });
+      return absl::OkStatus();
+    }
+  });
+}
+
+class EinsumKernel : public OpKernel {
+ public:
+  explicit EinsumKernel(EinsumSpec s) : spec_(std::move(s)) {}
+  absl::Status Compute(OpContext& ctx) const override { return EinsumCompute(ctx, spec_); }
+
+ private:
+  EinsumSpec spec_;
+};
+
+absl::StatusOr<std::unique_ptr<OpKernel>> MakeEinsum(const KernelInit& init) {
+  const Node& n = init.node();
+  if (!n.HasAttr("equation")) return Unimplemented(n, "Einsum needs an 'equation' attribute");
+  auto s = ParseEinsum(n.GetString("equation", ""));
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": ", s.status().message()));
+  return std::unique_ptr<OpKernel>(new EinsumKernel(std::move(*s)));
+}
+
+// ---------------------------------------------------------------- Det
+
+absl::Status DetCompute(OpContext& ctx) {
+  if (!ctx.has_input(0)) return InvalidArgument(ctx, "Det needs input X");
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2 || x.dim(-1) != x.dim(-2)) return InvalidArgument(ctx, "Det input must be [*, M, M], got ", ShapeToString(x.shape()));
+  if (!IsFloatingPoint(x.dtype())) return InvalidArgument(ctx, "Det needs a floating-point input");
+  const int64_t n = x.dim(-1);
+  Shape os(x.shape().begin(), x.shape().end() - 2);
+  Tensor& y = ctx.AllocateOutput(0, x.dtype(), os);
+  const int64_t batches = NumElements(os);
+  return VisitNumeric(x.dtype(), [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T>) {
+      return absl::OkStatus();
+    } else {
+      std::vector<double> m(static_cast<size_t>(n * n));
+      for (int64_t bi = 0; bi < batches; ++bi) {
+        const T* p = x.data<T>() + bi * n * n;
+        for (int64_t i = 0; i < n * n; ++i) m[i] = static_cast<double>(p[i]);
+        double det = 1;
+        // LU with partial pivoting.
+        for (int64_t c = 0; c < n && det != 0; ++c) {
+          int64_t piv = c;
+          for (int64_t r = c + 1; r < n; ++r)
+            if (std::abs(m[r * n + c]) > std::abs(m[piv * n + c])) piv = r;
+          if (m[piv * n + c] == 0) { det = 0; break; }
+          if (piv != c) {
+            for (int64_t k = 0; k < n; ++k) std::swap(m[c * n + k], m[piv * n + k]);
+            det = -det;
+          }
+          det *= m[c * n + c];
+          for (int64_t r = c + 1; r < n; ++r) {
+            const double f = m[r * n + c] / m[c * n + c];
+            for (int64_t k = c; k < n; ++k) m[r * n + k] -= f * m[c * n + k];
+          }
+        }
+        y.data<T>()[bi] = static_cast<T>(det);
+      }
+      return absl::OkStatus();
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterMatMulOps(KernelRegistry& r) {
+  r.AddFn("", "MatMul", 1, 8, MatMulCompute);
+  r.AddFn("", "MatMul", 9, 12, MatMulCompute);
+  r.AddFn("", "MatMul", 13, 21, MatMulCompute);
+  r.AddFn("", "Gemm", 1, 5, GemmCompute);
+  r.AddFn("", "Gemm", 6, 6, GemmCompute);
+  r.AddFn("", "Gemm", 7, 8, GemmCompute);
+  r.AddFn("", "Gemm", 9, 10, GemmCompute);
+  r.AddFn("", "Gemm", 11, 12, GemmCompute);
+  r.AddFn("", "Gemm", 13, 21, GemmCompute);
+  r.Add("", "Einsum", 12, 21, MakeEinsum);
+  r.AddFn("", "Det", 11, 21, DetCompute);
+}
 
 }  // namespace oneinfer
