@@ -271,7 +271,7 @@ KernelFactory MakeOptimizer() {
     const Node& node = init.node();
     OptAttrs a;
     a.norm_coefficient = node.GetFloat("norm_coefficient", 0.0f);
-    a.epsilon = node.GetFloat("epsilon", 0.0f);
+    a.epsilon = node.GetFloat("epsilon", 1e-6f);  // schema default for Adagrad and Adam
     if (O == Opt::kAdagrad) a.decay_factor = node.GetFloat("decay_factor", 0.0f);
     if (O == Opt::kAdam) {
       a.alpha = node.GetFloat("alpha", 0.9f);
