@@ -11,49 +11,11 @@
 #include "engine/kernel.h"
 #include "engine/thread_pool.h"
 #include "ops/families.h"
+#include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
 
 namespace oneinfer {
 
-// Row-major C = alpha * op(A) * op(B) + beta * C; beta == 0 means C is not read.
-// The single float32 GEMM entry point of this file (to be replaced by oneinfer::Sgemm).
-static void GemmF32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                    int64_t ldc, ThreadPool* pool) {
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
-  using OMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
-  if (M <= 0 || N <= 0) return;
-  // Splits the larger of M and N into independent slabs for the pool.
-  const bool split_m = M >= N;
-  const int64_t total = split_m ? M : N;
-  const int64_t work = M * N * std::max<int64_t>(K, 1);
-  const int64_t min_chunk = work < (1 << 16) ? total : std::max<int64_t>(1, total / 64);
-  ParallelFor(pool, total, min_chunk, [&](int64_t b, int64_t e) {
-    const int64_t m0 = split_m ? b : 0, m1 = split_m ? e : M;
-    const int64_t n0 = split_m ? 0 : b, n1 = split_m ? N : e;
-    const int64_t mm = m1 - m0, nn = n1 - n0;
-    OMap c(C + m0 * ldc + n0, mm, nn, Eigen::OuterStride<>(ldc));
-    if (K == 0) {
-      if (beta == 0.f) c.setZero(); else c *= beta;
-      return;
-    }
-    auto run = [&](const auto& a, const auto& bm) {
-      if (beta == 0.f) {
-        c.noalias() = alpha * (a * bm);
-      } else {
-        if (beta != 1.f) c *= beta;
-        c.noalias() += alpha * (a * bm);
-      }
-    };
-    auto with_b = [&](const auto& a) {
-      if (trans_b) run(a, CMap(B + n0 * ldb, nn, K, Eigen::OuterStride<>(ldb)).transpose());
-      else run(a, CMap(B + n0, K, nn, Eigen::OuterStride<>(ldb)));
-    };
-    if (trans_a) with_b(CMap(A + m0, K, mm, Eigen::OuterStride<>(lda)).transpose());
-    else with_b(CMap(A + m0 * lda, mm, K, Eigen::OuterStride<>(lda)));
-  });
-}
 
 namespace {
 
@@ -65,7 +27,7 @@ template <typename T>
 void GemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
            const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ThreadPool* pool) {
   if constexpr (std::is_same_v<T, float>) {
-    GemmF32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+    Sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
   } else if constexpr (kIsHalf<T>) {
     // Widen to float so accumulation happens in float32.
     std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)),
@@ -80,7 +42,7 @@ void GemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* 
     if (fb != 0.f)
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<float>(C[i * ldc + j]);
-    GemmF32(false, false, M, N, K, static_cast<float>(alpha), a.data(), K, b.data(), N, fb, c.data(), N,
+    Sgemm(false, false, M, N, K, static_cast<float>(alpha), a.data(), K, b.data(), N, fb, c.data(), N,
             pool);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = static_cast<T>(c[i * N + j]);
@@ -157,6 +119,40 @@ absl::Status MatMulCompute(OpContext& ctx) {
       return absl::OkStatus();
     }
   });
+}
+
+// MatMul whose B is a constant float32 matrix: B is packed once at load into the GEMM's
+// panel layout, and every run streams the packed panels.
+class PackedMatMulKernel : public OpKernel {
+ public:
+  explicit PackedMatMulKernel(const Tensor& b) : packed_(PackedMatrixB::Pack(false, b.dim(0), b.dim(1), b.data<float>(), b.dim(1))) {}
+  absl::Status Compute(OpContext& ctx) const override {
+    if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
+    const Tensor& a = ctx.input(0);
+    const int64_t K = packed_.K(), N = packed_.N();
+    if (a.dtype() != DType::kFloat32) return InvalidArgument(ctx, "A and B have different element types");
+    if (a.rank() < 1 || a.dim(-1) != K) {
+      return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
+    }
+    Shape out = a.shape();
+    out.back() = N;
+    const int64_t rows = a.num_elements() / std::max<int64_t>(K, 1);
+    Tensor& y = ctx.AllocateOutput(0, DType::kFloat32, out);
+    if (y.num_elements() == 0) return absl::OkStatus();
+    SgemmPacked(K == 0 ? 0 : rows, N, K, 1.f, a.data<float>(), K, packed_, 0.f, y.data<float>(), N, ctx.thread_pool());
+    return absl::OkStatus();
+  }
+
+ private:
+  PackedMatrixB packed_;
+};
+
+absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) {
+  const Tensor* b = init.ConstantInput(1);
+  if (b != nullptr && b->dtype() == DType::kFloat32 && b->rank() == 2 && b->num_elements() > 0) {
+    return std::unique_ptr<OpKernel>(new PackedMatMulKernel(*b));
+  }
+  return MakeFnKernel(MatMulCompute)(init);
 }
 
 // ---------------------------------------------------------------- Gemm
@@ -470,9 +466,9 @@ absl::Status DetCompute(OpContext& ctx) {
 }  // namespace
 
 void RegisterMatMulOps(KernelRegistry& r) {
-  r.AddFn("", "MatMul", 1, 8, MatMulCompute);
-  r.AddFn("", "MatMul", 9, 12, MatMulCompute);
-  r.AddFn("", "MatMul", 13, 21, MatMulCompute);
+  r.Add("", "MatMul", 1, 8, MatMulFactory);
+  r.Add("", "MatMul", 9, 12, MatMulFactory);
+  r.Add("", "MatMul", 13, 21, MatMulFactory);
   r.AddFn("", "Gemm", 1, 5, GemmCompute);
   r.AddFn("", "Gemm", 6, 6, GemmCompute);
   r.AddFn("", "Gemm", 7, 8, GemmCompute);

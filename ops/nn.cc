@@ -11,51 +11,13 @@
 #include "engine/kernel.h"
 #include "engine/thread_pool.h"
 #include "ops/families.h"
+#include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
 
 namespace oneinfer {
 
 void RegisterNNNormOps(KernelRegistry& r);  // ops/nn_norm.cc
 
-// Row-major C = alpha * op(A) * op(B) + beta * C; beta == 0 means C is not read.
-// The single float32 GEMM entry point of this file (to be replaced by oneinfer::Sgemm).
-static void GemmF32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                    int64_t ldc, ThreadPool* pool) {
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
-  using OMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
-  if (M <= 0 || N <= 0) return;
-  // Splits the larger of M and N into independent slabs for the pool.
-  const bool split_m = M >= N;
-  const int64_t total = split_m ? M : N;
-  const int64_t work = M * N * std::max<int64_t>(K, 1);
-  const int64_t min_chunk = work < (1 << 16) ? total : std::max<int64_t>(1, total / 64);
-  ParallelFor(pool, total, min_chunk, [&](int64_t b, int64_t e) {
-    const int64_t m0 = split_m ? b : 0, m1 = split_m ? e : M;
-    const int64_t n0 = split_m ? 0 : b, n1 = split_m ? N : e;
-    const int64_t mm = m1 - m0, nn = n1 - n0;
-    OMap c(C + m0 * ldc + n0, mm, nn, Eigen::OuterStride<>(ldc));
-    if (K == 0) {
-      if (beta == 0.f) c.setZero(); else c *= beta;
-      return;
-    }
-    auto run = [&](const auto& a, const auto& bm) {
-      if (beta == 0.f) {
-        c.noalias() = alpha * (a * bm);
-      } else {
-        if (beta != 1.f) c *= beta;
-        c.noalias() += alpha * (a * bm);
-      }
-    };
-    auto with_b = [&](const auto& a) {
-      if (trans_b) run(a, CMap(B + n0 * ldb, nn, K, Eigen::OuterStride<>(ldb)).transpose());
-      else run(a, CMap(B + n0, K, nn, Eigen::OuterStride<>(ldb)));
-    };
-    if (trans_a) with_b(CMap(A + m0, K, mm, Eigen::OuterStride<>(lda)).transpose());
-    else with_b(CMap(A + m0 * lda, mm, K, Eigen::OuterStride<>(lda)));
-  });
-}
 
 namespace {
 
@@ -64,7 +26,7 @@ template <typename T>
 void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
           int64_t ldb, T* C, int64_t ldc, ThreadPool* pool) {
   if constexpr (std::is_same_v<T, float>) {
-    GemmF32(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc, pool);
+    Sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc, pool);
   } else {
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
