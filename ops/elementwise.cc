@@ -359,6 +359,18 @@ T MinNaN(T x, T y) {
 
 // ---- Pow: base and exponent may differ in type; the result has the base type.
 
+template <typename TA, typename TB>
+TA PowOne(const TA& x, const TB& y) {
+  if constexpr (std::is_integral_v<TA> && std::is_integral_v<TB>) {
+    return IntPow<TA>(x, y);
+  } else if constexpr (kIsFloat<TA> && kIsFloat<TB>) {
+    using C = std::conditional_t<std::is_same_v<Acc<TA>, double> || std::is_same_v<Acc<TB>, double>, double, float>;
+    return static_cast<TA>(std::pow(static_cast<C>(Acc<TA>(x)), static_cast<C>(Acc<TB>(y))));
+  } else {
+    return static_cast<TA>(std::pow(static_cast<double>(Acc<TA>(x)), static_cast<double>(Acc<TB>(y))));
+  }
+}
+
 absl::Status PowKernel(OpContext& ctx) {
   if (absl::Status s = NeedInputs(ctx, 2); !s.ok()) return s;
   const Tensor& a = ctx.input(0);
@@ -385,16 +397,7 @@ absl::Status PowKernel(OpContext& ctx) {
           if (e == -1.0f) return run([](const auto& x) { return x.inverse(); }), absl::OkStatus();
         }
       }
-      Binary<TA, TB, TA>(a, *b, o, pool, [](const TA& x, const TB& y) -> TA {
-        if constexpr (std::is_integral_v<TA> && std::is_integral_v<TB>) {
-          return IntPow<TA>(x, y);
-        } else if constexpr (kIsFloat<TA> && kIsFloat<TB>) {
-          using C = std::conditional_t<std::is_same_v<Acc<TA>, double> || std::is_same_v<Acc<TB>, double>, double, float>;
-          return static_cast<TA>(std::pow(static_cast<C>(Acc<TA>(x)), static_cast<C>(Acc<TB>(y))));
-        } else {
-          return static_cast<TA>(std::pow(static_cast<double>(Acc<TA>(x)), static_cast<double>(Acc<TB>(y))));
-        }
-      });
+      Binary<TA, TB, TA>(a, *b, o, pool, [](const TA& x, const TB& y) { return PowOne<TA, TB>(x, y); });
       return absl::OkStatus();
     });
   });
