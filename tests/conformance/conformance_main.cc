@@ -97,6 +97,10 @@ absl::StatusOr<Value> ReadValue(const fs::path& p, const TypeInfo& type) {
   if (!tp.ParseFromString(*bytes)) return absl::DataLossError("bad TensorProto");
   auto t = TensorFromProto(tp, nullptr);
   if (!t.ok()) return t.status();
+  // ONNX 1.12's data sets store bfloat16 values as their uint16 bit patterns.
+  if (t->dtype() == DType::kUInt16 && type.kind == TypeInfo::Kind::kTensor && type.elem == DType::kBFloat16) {
+    return Value::FromTensor(Tensor::Wrap(DType::kBFloat16, t->shape(), t->holder(), t->raw_data()));
+  }
   return Value::FromTensor(*t);
 }
 
