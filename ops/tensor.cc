@@ -176,7 +176,25 @@ absl::Status StridedCopyTensor(OpContext& ctx, const Tensor& in, int64_t offset,
   });
 }
 
-// Reads an optional int tensor input; `present` tells whether it was given.
+// A view of `in` starting `offset` elements in, sharing its storage (no copy).
+Tensor SubView(const Tensor& in, int64_t offset, Shape shape) {
+  char* base = static_cast<char*>(const_cast<void*>(in.raw_data()));
+  return Tensor::Wrap(in.dtype(), std::move(shape), in.holder(), base + offset * static_cast<int64_t>(DTypeSize(in.dtype())));
+}
+bool Packed(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
+
+// True when reading `shape` with `strides` walks one dense block of memory in order.
+bool IsDense(const Shape& shape, const std::vector<int64_t>& strides) {
+  int64_t expect = 1;
+  for (size_t a = shape.size(); a-- > 0;) {
+    if (shape[a] == 1) continue;
+    if (strides[a] != expect) return false;
+    expect *= shape[a];
+  }
+  return true;
+}
+
+// Reads an int tensor input as int64 values.
 absl::StatusOr<std::vector<int64_t>> IntsInput(const OpContext& ctx, size_t i) {
   auto v = ReadInts(ctx.input(i));
   if (!v.ok()) return InvalidArgument(ctx, "input ", i, ": ", v.status().message());
@@ -420,6 +438,10 @@ absl::Status ConcatKernel(OpContext& ctx) {
     }
     out_shape[static_cast<size_t>(axis)] += t->shape()[static_cast<size_t>(axis)];
   }
+  if (ins.size() == 1) {
+    ctx.SetOutput(0, first);
+    return absl::OkStatus();
+  }
   Tensor& out = ctx.AllocateOutput(0, first.dtype(), out_shape);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out_shape[static_cast<size_t>(d)];
@@ -492,6 +514,11 @@ absl::Status SplitKernel(OpContext& ctx) {
       if (ctx.has_output(static_cast<size_t>(k))) {
         Shape s = in.shape();
         s[static_cast<size_t>(axis)] = len;
+        if (outer == 1) {  // each part is one contiguous block: a view
+          ctx.SetOutput(static_cast<size_t>(k), SubView(in, start * inner, s));
+          start += len;
+          continue;
+        }
         U* dst = ctx.AllocateOutput(static_cast<size_t>(k), in.dtype(), s).template data<U>();
         const U* src = in.data<U>() + start * inner;
         ParallelRows(ctx, outer, len * inner, [&](int64_t b, int64_t e) {
@@ -564,6 +591,11 @@ absl::Status SliceKernel(OpContext& ctx) {
     out_shape[a] = len;
     strides[a] = in_strides[a] * step;
     if (len > 0) offset += start * in_strides[a];
+  }
+  // A contiguous region (e.g. a KV-cache prefix along the outer axes) is returned as a view.
+  if (NumElements(out_shape) > 0 && IsDense(out_shape, strides) && !Packed(in.dtype())) {
+    ctx.SetOutput(0, SubView(in, offset, out_shape));
+    return absl::OkStatus();
   }
   Tensor& out = ctx.AllocateOutput(0, in.dtype(), out_shape);
   if (out.num_elements() == 0) return absl::OkStatus();
@@ -857,7 +889,7 @@ absl::Status TriluKernel(OpContext& ctx) {
   if (ctx.has_input(1)) {
     OI_ASSIGN(kv, IntsInput(ctx, 1));
     if (kv.size() != 1) return InvalidArgument(ctx, "k must be a scalar");
-    k = kv[0];
+    k = std::clamp<int64_t>(kv[0], -(in.dim(-2) + 1), in.dim(-1) + 1);  // beyond the matrix all k act alike
   }
   const bool upper = ctx.node().GetInt("upper", 1) != 0;
   const int64_t R = in.dim(-2), C = in.dim(-1);

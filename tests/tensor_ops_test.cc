@@ -224,5 +224,19 @@ TEST(TensorOps, UniqueStringsAndExpandBool) {
   EXPECT_EQ(Data<bool>((*e)[0]), (std::vector<bool>{true, true, true, false, false, false}));
 }
 
+TEST(TensorOps, ContiguousSliceAndSplitAreViews) {
+  Tensor x = I64({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  auto r = RunOp("Slice", 13, {V(x), V(I64({1}, {1})), V(I64({1}, {3}))}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Data<int64_t>((*r)[0]), (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ((*r)[0].tensor.raw_data(), static_cast<const void*>(x.data<int64_t>() + 2));
+  auto s = RunOp("Split", 13, {V(x), V(I64({2}, {3, 1}))}, {}, 2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Data<int64_t>((*s)[1]), (std::vector<int64_t>{6, 7}));
+  auto c = RunOp("Slice", 13, {V(x), V(I64({1}, {1})), V(I64({1}, {2})), V(I64({1}, {1}))}, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(Data<int64_t>((*c)[0]), (std::vector<int64_t>{1, 3, 5, 7}));
+}
+
 }  // namespace
 }  // namespace oneinfer
