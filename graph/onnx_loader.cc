@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -49,11 +50,24 @@ absl::Status CopyField(const Field& field, int64_t n, Tensor& t, const std::stri
   return absl::OkStatus();
 }
 
+// Live mappings of external data, so that ReleaseMappedPages only ever touches them.
+std::mutex g_mappings_mu;
+std::set<std::pair<uintptr_t, size_t>> g_mappings;
+
 struct Mapping {
   void* base = nullptr;
   size_t size = 0;
+  void Register() {
+    std::lock_guard<std::mutex> lock(g_mappings_mu);
+    g_mappings.insert({reinterpret_cast<uintptr_t>(base), size});
+  }
   ~Mapping() {
-    if (base != nullptr && base != MAP_FAILED) munmap(base, size);
+    if (base == nullptr || base == MAP_FAILED) return;
+    {
+      std::lock_guard<std::mutex> lock(g_mappings_mu);
+      g_mappings.erase({reinterpret_cast<uintptr_t>(base), size});
+    }
+    munmap(base, size);
   }
 };
 
@@ -97,6 +111,7 @@ absl::StatusOr<Tensor> ExternalDataResolver::Map(const std::string& tensor_name,
         ::close(fd);
         return absl::InternalError(absl::StrCat("cannot map external data '", location, "': ", std::strerror(errno)));
       }
+      m->Register();
     }
     ::close(fd);
     it = mappings_.emplace(key, std::move(m)).first;
@@ -117,6 +132,20 @@ absl::StatusOr<Tensor> ExternalDataResolver::Map(const std::string& tensor_name,
   auto mapping = std::static_pointer_cast<Mapping>(it->second);
   void* data = static_cast<char*>(mapping->base) + offset;
   return Tensor::Wrap(dtype, shape, mapping, data);
+}
+
+void ReleaseMappedPages(const Tensor& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.raw_data());
+  const size_t bytes = t.byte_size();
+  std::lock_guard<std::mutex> lock(g_mappings_mu);
+  for (const auto& [base, size] : g_mappings) {
+    if (begin < base || begin + bytes > base + size) continue;
+    // Whole pages strictly inside the tensor: neighbours may still be in use.
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + bytes) / page * page;
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    return;
+  }
 }
 
 absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* proto) {
@@ -457,6 +486,7 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& mp
   model->ir_version = mp.ir_version();
   model->producer = mp.producer_name();
   model->base_dir = base_dir;
+  for (const auto& kv : mp.metadata_props()) model->metadata[kv.key()] = kv.value();
   std::map<std::string, int64_t> opsets;
   for (const auto& o : mp.opset_import()) opsets[CanonicalDomainName(o.domain())] = o.version();
   if (mp.opset_import_size() == 0) opsets[""] = 1;  // IR v1-2 models default to opset 1

@@ -23,6 +23,7 @@ struct Model {
   std::string path;      // empty when loaded from memory
   std::string base_dir;  // where external data locations are resolved
   Graph graph;           // graph.opsets holds the model's opset imports
+  std::map<std::string, std::string> metadata;  // metadata_props
 };
 
 // Reads external data files through one mapping per file.
@@ -41,6 +42,11 @@ class ExternalDataResolver {
 };
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFile(const std::string& path);
+
+// After a kernel has copied a weight into its own layout, the mapped file pages behind it
+// need not stay resident: drops them (they are re-read from the file if touched again).
+// Does nothing for memory that is not a mapping of external data.
+void ReleaseMappedPages(const Tensor& t);
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromBuffer(const void* data, size_t size,
                                                            const std::string& base_dir);
 // Converts a parsed ModelProto (used by tools that build protos in memory).

