@@ -215,6 +215,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::LoadFromBuffer(const void* dat
 
 const std::vector<IOInfo>& Session::inputs() const { return impl_->inputs(); }
 const std::vector<IOInfo>& Session::outputs() const { return impl_->outputs(); }
+const std::map<std::string, std::string>& Session::metadata() const { return impl_->model().metadata; }
 
 absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
                                                  const std::vector<std::string>& output_names) const {

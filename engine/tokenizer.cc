@@ -1,4 +1,4 @@
-#include "engine/tokenizer.h"
+#include "oneinfer/tokenizer.h"
 
 #include <unicode/normalizer2.h>
 #include <unicode/regex.h>

@@ -15,35 +15,11 @@ namespace {
 using namespace oneinfer::testing;
 namespace fs = std::filesystem;
 
-std::string CliPath() {
-  if (const char* p = std::getenv("ONEINFER_CLI")) return p;
-  // Beside this test binary in the build folder.
-  return (fs::read_symlink("/proc/self/exe").parent_path() / "oneinfer").string();
-}
-
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result RunCli(const std::string& args) {
-  const std::string cmd = CliPath() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
 TEST(Cli, BinaryExists) { ASSERT_TRUE(fs::exists(CliPath())) << CliPath(); }
 
 TEST(Cli, HelpOnEverySubcommand) {
   for (const char* sub : {"exec", "inspect"}) {
-    Result r = RunCli(std::string(sub) + " --help");
+    CliResult r = RunCli(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("usage: oneinfer"), std::string::npos) << r.out;
   }
@@ -52,7 +28,7 @@ TEST(Cli, HelpOnEverySubcommand) {
 }
 
 TEST(Cli, UnknownCommandAndOption) {
-  Result r = RunCli("frobnicate");
+  CliResult r = RunCli("frobnicate");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("unknown command 'frobnicate'"), std::string::npos);
   r = RunCli("inspect --bogus x.onnx");
@@ -73,7 +49,7 @@ TEST(Cli, TruncatedModelIsOneClearError) {
   for (const std::string& cmd : {"inspect " + (dir / "m.onnx").string(),
                                  "exec " + (dir / "m.onnx").string() + " --input-dir " + dir.string() +
                                      " --output-dir " + (dir / "o").string()}) {
-    Result r = RunCli(cmd);
+    CliResult r = RunCli(cmd);
     EXPECT_EQ(r.code, 1) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("oneinfer: error: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("truncated or malformed"), std::string::npos) << r.out;
@@ -85,7 +61,7 @@ TEST(Cli, ExecRunsAConformanceCaseAndWritesNamedOutputs) {
   const fs::path test = "/usr/share/libonnx-testdata/data/node/test_relu";
   ASSERT_TRUE(fs::exists(test / "model.onnx"));
   fs::path out = TempDir("cli_exec");
-  Result r = RunCli("exec " + (test / "model.onnx").string() + " --input-dir " + (test / "test_data_set_0").string() +
+  CliResult r = RunCli("exec " + (test / "model.onnx").string() + " --input-dir " + (test / "test_data_set_0").string() +
                     " --output-dir " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream got_f(out / "output_0.pb", std::ios::binary), want_f(test / "test_data_set_0" / "output_0.pb", std::ios::binary);
@@ -114,7 +90,7 @@ TEST(Cli, ExecWithWrongDtypeNamesTheInput) {
     std::ofstream f(dir / "in" / "input_0.pb", std::ios::binary);
     t.SerializeToOstream(&f);
   }
-  Result r = RunCli("exec /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --input-dir " +
+  CliResult r = RunCli("exec /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --input-dir " +
                     (dir / "in").string() + " --output-dir " + (dir / "o").string());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("input 'x' must be float32"), std::string::npos) << r.out;
@@ -122,7 +98,7 @@ TEST(Cli, ExecWithWrongDtypeNamesTheInput) {
 }
 
 TEST(Cli, MissingInputFolder) {
-  Result r = RunCli("exec /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --input-dir /nonexistent --output-dir /tmp/x");
+  CliResult r = RunCli("exec /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --input-dir /nonexistent --output-dir /tmp/x");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("'/nonexistent' does not exist"), std::string::npos) << r.out;
 }

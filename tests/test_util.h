@@ -1,7 +1,12 @@
 // Builders for small ONNX models in tests, written with the ONNX protobuf types.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -67,6 +72,29 @@ inline std::filesystem::path TempDir(const std::string& tag) {
 inline void WriteModel(const onnx::ModelProto& m, const std::filesystem::path& p) {
   std::ofstream f(p, std::ios::binary);
   m.SerializeToOstream(&f);
+}
+
+// The `oneinfer` binary: $ONEINFER_CLI, else beside the test binary in the build folder.
+inline std::string CliPath() {
+  if (const char* p = std::getenv("ONEINFER_CLI")) return p;
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "oneinfer").string();
+}
+
+struct CliResult {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+inline CliResult RunCli(const std::string& args) {
+  CliResult r{-1, ""};
+  FILE* p = popen((CliPath() + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
 }
 
 }  // namespace oneinfer::testing

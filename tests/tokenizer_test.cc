@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "engine/tokenizer.h"
+#include "oneinfer/tokenizer.h"
 
 namespace oneinfer {
 namespace {

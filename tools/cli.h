@@ -39,5 +39,6 @@ int CmdExec(int argc, char** argv);
 int CmdInspect(int argc, char** argv);
 int CmdExportQwen3(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
+int CmdRun(int argc, char** argv);
 
 }  // namespace oneinfer::cli

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer.h"
+#include "oneinfer/tokenizer.h"
 #include "tools/cli.h"
 
 namespace oneinfer::cli {

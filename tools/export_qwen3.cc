@@ -252,10 +252,9 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
   // Positions P .. P+S-1 and the causal mask, shared by every layer.
   const std::string ids_shape = b.Op("Shape", {"input_ids"}, "ids_shape");
   const std::string S = b.Op("Gather", {ids_shape, b.I64({1}, "one", true)}, "seq_len", {AttrI("axis", 0)});
-  std::string P = b.I64({0}, "past_len", true);
-  if (cached) {
-    P = b.Op("Gather", {b.Op("Shape", {"past_kv"}, "past_shape"), b.I64({3}, "three", true)}, "past_len", {AttrI("axis", 0)});
-  }
+  const std::string P = cached ? b.Op("Gather", {b.Op("Shape", {"past_kv"}, "past_shape"), b.I64({3}, "three", true)},
+                                       "past_len", {AttrI("axis", 0)})
+                               : b.I64({0}, "past_len", true);
   const std::string one = b.I64({1}, "step", true);
   const std::string total = b.Op("Add", {P, S}, "total_len");
   const std::string qpos = b.Op("Range", {P, total, one}, "positions");
@@ -279,7 +278,6 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
     const std::string rot = b.Op("Concat", {b.Op("Neg", {t2}, hint + "_neg"), t1}, hint + "_rot", {AttrI("axis", 3)});
     return b.Op("Add", {b.Op("Mul", {t, cos}, hint + "_cos"), b.Op("Mul", {rot, sin}, hint + "_sin")}, hint);
   };
-  const std::string perm_bshd = "";
   const std::string scale = b.F32({static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))}, {}, "attn_scale");
 
   std::string x = b.Op("Gather", {weight("model.embed_tokens.weight", {V, H}, false), "input_ids"}, "embed", {AttrI("axis", 0)});
@@ -376,7 +374,6 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
       fs::copy_file(src, fs::absolute(out_path).parent_path() / side, fs::copy_options::overwrite_existing, ec);
     }
   }
-  (void)perm_bshd;
   return absl::OkStatus();
 }
 

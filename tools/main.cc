@@ -12,6 +12,7 @@ constexpr const char* kUsage =
     "usage: oneinfer <command> [options]\n"
     "\n"
     "commands:\n"
+    "  run MODEL.onnx --prompt TEXT                    generate text (Qwen3 graphs from export-qwen3)\n"
     "  exec MODEL.onnx --input-dir D --output-dir O   run a model on input_*.pb tensors\n"
     "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
     "  export-qwen3 CHECKPOINT_DIR -o MODEL.onnx       Qwen3 safetensors -> plain opset-21 ONNX (--cached)\n"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   if (cmd == "inspect") return oneinfer::cli::CmdInspect(argc, argv);
   if (cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
   if (cmd == "tokenize") return oneinfer::cli::CmdTokenize(argc, argv);
+  if (cmd == "run") return oneinfer::cli::CmdRun(argc, argv);
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }

