@@ -1,0 +1,118 @@
+// Host/device routing of int8 GEMMs: the one place that decides where an int8 x int8 -> int32
+// GEMM runs, and says so in the trace.
+//
+// The rule, in order:
+//   1. M < kDeviceMinRows: the host kernel runs; trace `npu_qdq_host_rows m= k= n= min=16`.
+//   2. no usable design for (K, N), or no device: the host kernel runs; trace
+//      `npu_qdq_fallback m= k= n=`.
+//   3. otherwise the device runs (the smallest design M that holds all rows, else the largest in
+//      several launches); trace `npu_qdq_device m= k= n= design=MxKxN ...` with its sections.
+// So "the device ran this call" is "neither npu_qdq_host_rows nor npu_qdq_fallback was written".
+// A device that cannot be opened, a design that cannot load and a failed launch never fail the
+// call: they are reported once as a notice and the host kernel runs instead.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "npu/design.h"
+#include "npu/device.h"
+
+namespace oneinfer::npu {
+
+// Below this many rows a launch (~45-60 us through XRT) costs more than the host multiply.
+inline constexpr int64_t kDeviceMinRows = 16;
+
+// The host int8 GEMM the router calls when the device does not run:
+// c (M x N int32, row-major) = a (M x K int8, row-major) * w (K x N int8, row-major).
+using HostGemmFn = std::function<void(int64_t M, int64_t K, int64_t N, const int8_t* a,
+                                      const int8_t* w, int32_t* c)>;
+
+enum class Backend { kXrt, kEmulated };
+
+struct RouterConfig {
+  std::string designs;                 // ONEINFER_NPU_DESIGNS
+  Backend backend = Backend::kXrt;     // kEmulated with ONEINFER_NPU_EMULATE=1
+  size_t weight_cache_bytes = size_t{2048} << 20;  // ONEINFER_NPU_WEIGHT_CACHE_MB, per design
+
+  static RouterConfig FromEnvironment();
+};
+
+// Where calls went and what the device calls cost.
+struct RouterCounters {
+  int64_t host_rows = 0;  // calls below kDeviceMinRows
+  int64_t fallback = 0;   // calls with no usable design or no device
+  int64_t device = 0;     // calls the device ran
+  Sections sections;      // the device calls' sections (epilogue as reported by callers)
+};
+
+class Router {
+ public:
+  using DeviceOpener = std::function<absl::StatusOr<std::unique_ptr<Device>>()>;
+
+  explicit Router(const RouterConfig& config);
+  // For tests and benchmarks: an explicit device (opened on first need).
+  Router(std::string_view designs, DeviceOpener opener,
+         size_t weight_cache_bytes = size_t{2048} << 20);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // c (M x N int32) = a (M x K int8) * w (K x N int8), on the device or through `host`.
+  // The weight is identified by its pointer: it must stay unchanged while this router may run it
+  // (call ForgetWeight before freeing or changing it). Errors only for invalid arguments; every
+  // device problem ends on the host. `call` (optional) receives this call's device sections.
+  absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a, const int8_t* w,
+                         int32_t* c, const HostGemmFn& host, Sections* call = nullptr);
+
+  // The caller's int32 -> output epilogue time for a device call, for the sections.
+  void AddEpilogueNs(int64_t ns);
+
+  // True when a design for (K, N) is configured and not known to be broken.
+  bool HasDesign(int64_t K, int64_t N) const;
+  void ForgetWeight(const int8_t* w);
+
+  RouterCounters counters() const;
+  void ResetCounters();
+  // The configuration problems found at construction (also written as notices).
+  const std::vector<std::string>& config_errors() const { return config_errors_; }
+
+ private:
+  struct Entry {
+    DesignSpec spec;
+    std::unique_ptr<Design> design;  // loaded on first use
+    bool broken = false;
+  };
+  enum class DeviceState { kUnopened, kOpen, kAbsent };
+
+  // Picks and loads a design for (rows, K, N); null when none is usable or no device.
+  Design* Select(int64_t rows, int64_t K, int64_t N);
+  void MarkBroken(Design* design, const absl::Status& why);
+
+  DeviceOpener opener_;
+  size_t weight_cache_bytes_;
+  std::vector<std::string> config_errors_;
+
+  mutable std::mutex mu_;  // device state, entries, counters
+  DeviceState device_state_ = DeviceState::kUnopened;
+  std::unique_ptr<Device> device_;  // declared before entries_: designs go first
+  std::vector<Entry> entries_;
+  RouterCounters counters_;
+};
+
+// The process-wide router, configured from the environment on first use.
+Router& GlobalRouter();
+
+// GlobalRouter().RunGemmS8(...): the entry point for the fused QDQ node and the A8W8 MatMul.
+absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a /*M x K*/,
+                       const int8_t* w /*K x N, weight identity = pointer*/,
+                       int32_t* c /*M x N*/, const HostGemmFn& host);
+
+}  // namespace oneinfer::npu
