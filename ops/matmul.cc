@@ -138,7 +138,7 @@ class PackedMatMulKernel : public OpKernel {
       return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
     }
     std::call_once(packed_once_, [&] {
-      packed_ = PackedMatrixB::Pack(false, K, N, b_.data<float>(), N);
+      packed_ = PackedMatrixB::Pack(false, K, N, b_.data<float>(), N, ctx.thread_pool());
       ReleaseMappedPages(b_);
     });
     Shape out = a.shape();

@@ -1,9 +1,12 @@
 // Sgemm driver: tier dispatch, cache blocking, packing and the thread split.
 #include "ops/gemm/sgemm.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
 #include "engine/thread_pool.h"
 #include "ops/gemm/sgemm_internal.h"
@@ -299,14 +302,25 @@ void SgemmReference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 }
 
 PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const float* B,
-                                  int64_t ldb) {
+                                  int64_t ldb, ThreadPool* pool) {
   PackedMatrixB packed;
   packed.k_ = std::max<int64_t>(0, K);
   packed.n_ = std::max<int64_t>(0, N);
   const size_t bytes = packed.bytes();
   if (bytes == 0) return packed;
-  packed.data_.reset(static_cast<float*>(std::aligned_alloc(64, RoundUp(bytes, 64))));
-  PackB(trans_b, B, ldb, 0, packed.k_, 0, packed.n_, packed.data_.get());
+  // Weights are hundreds of MB: 2 MB pages turn ~500 page faults per MB into one.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  const size_t alloc = RoundUp(bytes, align);
+  void* p = std::aligned_alloc(align, alloc);
+  if (p == nullptr) throw std::bad_alloc();
+  if (align == kHuge) madvise(p, alloc, MADV_HUGEPAGE);
+  packed.data_.reset(static_cast<float*>(p));
+  constexpr int64_t P = kSgemmPanel;
+  const int64_t k = packed.k_, n = packed.n_;
+  ParallelFor(pool, packed.panels(), 16, [&](int64_t p0, int64_t p1) {
+    PackB(trans_b, B, ldb, 0, k, p0 * P, std::min(n, p1 * P) - p0 * P, packed.data_.get() + p0 * k * P);
+  });
   return packed;
 }
 

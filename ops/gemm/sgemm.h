@@ -29,7 +29,9 @@ inline constexpr int64_t kSgemmPanel = 32;
 class PackedMatrixB {
  public:
   PackedMatrixB() = default;
-  static PackedMatrixB Pack(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+  // pool (may be null) splits the packing over panels.
+  static PackedMatrixB Pack(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                            ThreadPool* pool = nullptr);
 
   int64_t K() const { return k_; }
   int64_t N() const { return n_; }
