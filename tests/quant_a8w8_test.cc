@@ -23,27 +23,51 @@ std::vector<float> RandomFloats(size_t n, std::mt19937& rng) {
 }
 
 TEST(QuantizeRowsS8, ScaleRoundHalfEvenClampAndZeroRow) {
+  // K = 11: two vector groups of 4 and a scalar tail of 3, ties in both.
   // Row 0: amax 127 -> scale 1, so x / scale is x and the ties show round-half-to-even.
   // Row 1: all zero -> scale 0, q 0. Row 2: amax 2.54 -> scale 0.02.
-  const std::vector<float> x = {127.0f, 0.5f,  1.5f, 2.5f, -0.5f, -1.5f, -127.0f, 3.49f,
-                                0.0f,   -0.0f, 0.0f, 0.0f, 0.0f,  0.0f,  0.0f,    0.0f,
-                                2.54f,  -2.54f, 1.0f, 0.01f, 0.03f, 0.0f, -1.0f,  0.5f};
-  std::vector<int8_t> q(24, 99);
+  constexpr int64_t K = 11;
+  const std::vector<float> x = {
+      127.0f, 0.5f,  1.5f,  2.5f, -0.5f, -1.5f, -127.0f, 3.49f, -2.5f, 4.5f,  -3.5f,  //
+      0.0f,   -0.0f, 0.0f,  0.0f, 0.0f,  0.0f,  0.0f,    0.0f,  0.0f,  0.0f,  0.0f,   //
+      2.54f,  -2.54f, 1.0f, 0.01f, 0.03f, 0.0f, -1.0f,   0.5f,  0.05f, -0.07f, 1.27f};
+  std::vector<int8_t> q(3 * K, 99);
   std::vector<float> s(3, -1.0f);
-  QuantizeRowsS8(3, 8, x.data(), 8, q.data(), 8, s.data());
+  QuantizeRowsS8(3, K, x.data(), K, q.data(), K, s.data());
   EXPECT_EQ(s[0], 1.0f);
   EXPECT_EQ(s[1], 0.0f);
   EXPECT_EQ(s[2], 2.54f / 127.0f);
-  const std::vector<int8_t> row0 = {127, 0, 2, 2, 0, -2, -127, 3};
-  EXPECT_EQ(std::vector<int8_t>(q.begin(), q.begin() + 8), row0);
-  EXPECT_EQ(std::vector<int8_t>(q.begin() + 8, q.begin() + 16), std::vector<int8_t>(8, 0));
-  for (int k = 0; k < 8; ++k) {
-    const float want = std::clamp(std::nearbyint(x[16 + k] / s[2]), -127.0f, 127.0f);
-    EXPECT_EQ(q[16 + k], static_cast<int8_t>(want)) << k;
-    EXPECT_LE(std::abs(q[16 + k]), 127);
+  const std::vector<int8_t> row0 = {127, 0, 2, 2, 0, -2, -127, 3, -2, 4, -4};
+  EXPECT_EQ(std::vector<int8_t>(q.begin(), q.begin() + K), row0);
+  EXPECT_EQ(std::vector<int8_t>(q.begin() + K, q.begin() + 2 * K), std::vector<int8_t>(K, 0));
+  for (int64_t k = 0; k < K; ++k) {
+    const float want = std::clamp(std::nearbyint(x[2 * K + k] / s[2]), -127.0f, 127.0f);
+    EXPECT_EQ(q[2 * K + k], static_cast<int8_t>(want)) << k;
   }
-  EXPECT_EQ(q[16], 127);
-  EXPECT_EQ(q[17], -127);
+  EXPECT_EQ(q[2 * K], 127);
+  EXPECT_EQ(q[2 * K + 1], -127);
+}
+
+// Vector body and scalar tail agree with the definition on many random rows (ldx > K too).
+TEST(QuantizeRowsS8, MatchesDefinitionOnRandomRows) {
+  std::mt19937 rng(9);
+  for (int64_t K : {1, 3, 4, 7, 8, 9, 33, 1000}) {
+    const int64_t M = 5, ldx = K + 2;
+    std::vector<float> x = RandomFloats(M * ldx, rng);
+    for (float& v : x) v *= 3.0f;
+    std::vector<int8_t> q(M * K);
+    std::vector<float> s(M);
+    QuantizeRowsS8(M, K, x.data(), ldx, q.data(), K, s.data());
+    for (int64_t m = 0; m < M; ++m) {
+      float amax = 0.0f;
+      for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[m * ldx + k]));
+      ASSERT_EQ(s[m], amax / 127.0f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float want = std::clamp(std::nearbyint(x[m * ldx + k] / s[m]), -127.0f, 127.0f);
+        ASSERT_EQ(q[m * K + k], static_cast<int8_t>(want)) << "K=" << K << " " << m << "," << k;
+      }
+    }
+  }
 }
 
 TEST(A8W8Weights, PerColumnScalesAndNoFloatCopy) {
