@@ -194,7 +194,7 @@ void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t
   void* prepared = Scratch(static_cast<size_t>(M * kp * elem));
   PrepareA(t.a_format, M, a, lda, K, kp, prepared);
   const bool shifted = std::is_signed_v<Src> && t.a_format == AFormat::kU8Shifted;
-  const Problem p{M,    N,   kp, static_cast<const uint8_t*>(prepared), elem, &w,
+  const Problem p{M, N, kp, static_cast<const uint8_t*>(prepared), elem, &w,
                   shifted ? w.column_sums() : nullptr, c, ldc};
 
   const int64_t mp = (M + t.mr - 1) / t.mr;

@@ -30,7 +30,8 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
                                                                int64_t nr) {
   __m512i init0 = _mm512_setzero_si512(), init1 = _mm512_setzero_si512();
   if (shift_col_sums != nullptr) {
-    // Start at -128 * colsum. Wrapping int32 arithmetic: exact whenever the final sum fits, whatever the order.
+    // Start at -128 * colsum. Wrapping int32 arithmetic: exact whenever the final sum
+    // fits, whatever the order.
     const __m512i minus128 = _mm512_set1_epi32(-128);
     init0 = _mm512_mullo_epi32(_mm512_loadu_si512(shift_col_sums), minus128);
     init1 = _mm512_mullo_epi32(_mm512_loadu_si512(shift_col_sums + 16), minus128);

@@ -239,7 +239,8 @@ TEST(PackedWeightsS8, LayoutAndColumnSums) {
   const int64_t K = 6, N = 35;  // K pads to 8, N to two panels
   std::vector<int8_t> w(K * N);
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) w[k * N + n] = static_cast<int8_t>((k * 37 + n * 11) % 255 - 127);
+    for (int64_t n = 0; n < N; ++n)
+      w[k * N + n] = static_cast<int8_t>((k * 37 + n * 11) % 255 - 127);
   const PackedWeightsS8 p = PackedWeightsS8::Pack(w.data(), K, N, N);
   EXPECT_EQ(p.padded_k(), 8);
   EXPECT_EQ(p.panels(), 2);
