@@ -1,0 +1,135 @@
+// Int8 GEMM throughput per tier at the Qwen3-0.6B projection shapes, beside the float
+// SgemmPacked and the end-to-end dynamic A8W8 MatMul. GOP/s = 2*M*N*K / real time;
+// GB/s = weight bytes streamed per call (K*N for int8, 4*K*N for float) / real time.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/thread_pool.h"
+#include "ops/gemm/sgemm.h"
+#include "quant/dynamic_a8w8.h"
+#include "quant/gemm_s8.h"
+
+namespace {
+
+// args: M, K, N, threads.
+struct Shape {
+  int64_t M, K, N, threads;
+  explicit Shape(const benchmark::State& s)
+      : M(s.range(0)), K(s.range(1)), N(s.range(2)), threads(s.range(3)) {}
+};
+
+template <typename T>
+std::vector<T> RandomInts(size_t n, int lo, int hi, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+std::vector<float> RandomFloats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::unique_ptr<oneinfer::ThreadPool> MakePool(int64_t threads) {
+  return threads > 1 ? std::make_unique<oneinfer::ThreadPool>(static_cast<int>(threads)) : nullptr;
+}
+
+void SetCounters(benchmark::State& state, const Shape& s, int64_t weight_bytes_per_elem) {
+  state.counters["GOP/s"] = benchmark::Counter(2e-9 * s.M * s.N * s.K,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(1e-9 * weight_bytes_per_elem * s.K * s.N,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The int8 GEMM on one forced tier; A signed (s8s8, the +128 shift on VNNI) or unsigned.
+template <typename A>
+void BM_Int8(benchmark::State& state, const char* tier) {
+  if (!oneinfer::Int8ForceTierForTesting(tier)) {
+    oneinfer::Int8ForceTierForTesting(nullptr);
+    state.SkipWithError("tier not supported on this CPU");
+    return;
+  }
+  const Shape s(state);
+  std::mt19937 rng(42);
+  const std::vector<A> a = RandomInts<A>(s.M * s.K, std::is_signed_v<A> ? -128 : 0,
+                                         std::is_signed_v<A> ? 127 : 255, rng);
+  const std::vector<int8_t> w = RandomInts<int8_t>(s.K * s.N, -128, 127, rng);
+  std::vector<int32_t> c(s.M * s.N);
+  const auto packed = oneinfer::PackedWeightsS8::Pack(w.data(), s.K, s.N, s.N);
+  auto pool = MakePool(s.threads);
+  for (auto _ : state) {
+    if constexpr (std::is_signed_v<A>)
+      oneinfer::GemmS8S8S32(s.M, a.data(), s.K, packed, c.data(), s.N, pool.get());
+    else
+      oneinfer::GemmU8S8S32(s.M, a.data(), s.K, packed, c.data(), s.N, pool.get());
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, s, 1);
+  state.SetLabel(oneinfer::Int8TierName());
+  oneinfer::Int8ForceTierForTesting(nullptr);
+}
+
+void BM_gemm_s8s8_s32(benchmark::State& state, const char* tier) { BM_Int8<int8_t>(state, tier); }
+void BM_gemm_u8s8_s32(benchmark::State& state, const char* tier) { BM_Int8<uint8_t>(state, tier); }
+
+// Float baseline: the packed float GEMM the MatMul op runs today.
+void BM_SgemmPacked(benchmark::State& state) {
+  const Shape s(state);
+  std::mt19937 rng(42);
+  const std::vector<float> a = RandomFloats(s.M * s.K, rng), b = RandomFloats(s.K * s.N, rng);
+  std::vector<float> c(s.M * s.N);
+  const auto packed = oneinfer::PackedMatrixB::Pack(false, s.K, s.N, b.data(), s.N);
+  auto pool = MakePool(s.threads);
+  for (auto _ : state) {
+    oneinfer::SgemmPacked(s.M, s.N, s.K, 1.0f, a.data(), s.K, packed, 0.0f, c.data(), s.N,
+                          pool.get());
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, s, 4);
+  state.SetLabel(oneinfer::SgemmTierName());
+}
+
+// Float in, float out through int8 on the default tier: quantise A, GEMM, dequantise.
+void BM_MatMulA8W8(benchmark::State& state) {
+  const Shape s(state);
+  std::mt19937 rng(42);
+  const std::vector<float> a = RandomFloats(s.M * s.K, rng), w = RandomFloats(s.K * s.N, rng);
+  std::vector<float> y(s.M * s.N);
+  const auto packed = oneinfer::A8W8Weights::FromFloat(w.data(), s.K, s.N);
+  auto pool = MakePool(s.threads);
+  for (auto _ : state) {
+    oneinfer::MatMulA8W8(s.M, a.data(), packed, y.data(), pool.get());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, s, 1);
+  state.SetLabel(oneinfer::Int8TierName());
+}
+
+// Qwen3-0.6B projections: (K, N) at decode (M=1), small batch (16) and prefill (128).
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N", "threads"});
+  for (int64_t m : {1, 16, 128})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{1024, 2048}, {1024, 1024}, {2048, 1024},
+                        {1024, 3072}, {3072, 1024}})
+      for (int64_t t : {1, 2}) b->Args({m, k, n, t});
+  b->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_gemm_s8s8_s32, reference, "reference")->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_gemm_s8s8_s32, avx2, "avx2")->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_gemm_s8s8_s32, avx512vnni, "avx512vnni")->Apply(Shapes);
+// u8 activations skip the shift; only the VNNI tier treats them differently from s8.
+BENCHMARK_CAPTURE(BM_gemm_u8s8_s32, avx512vnni, "avx512vnni")->Apply(Shapes);
+BENCHMARK(BM_SgemmPacked)->Apply(Shapes);
+BENCHMARK(BM_MatMulA8W8)->Apply(Shapes);
+
+}  // namespace

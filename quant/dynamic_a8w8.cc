@@ -1,0 +1,141 @@
+// Dynamic A8W8: per-row activation and per-column weight quantisation around the int8 GEMM.
+#include "quant/dynamic_a8w8.h"
+
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/thread_pool.h"
+
+namespace oneinfer {
+namespace {
+
+constexpr float kQMax = 127.0f;
+
+// SSE2 (the x86-64 baseline) keeps these inline: std::nearbyint is a libm call there (roundss
+// needs SSE4.1) and costs more than the int8 GEMM's share of a small MatMul.
+
+// round-half-to-even(x / scale) clamped to [-127, 127]: cvtss2si rounds in the MXCSR mode,
+// nearest-even in the default floating-point environment, which the engine never changes.
+// Clamping before rounding is the same as after, since the bounds are integers.
+inline int8_t QuantizeOne(float x, float scale) {
+  const float v = std::clamp(x / scale, -kQMax, kQMax);
+  return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(v)));
+}
+
+float AbsMax(const float* x, int64_t K) {
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    m0 = _mm_max_ps(m0, _mm_and_ps(_mm_loadu_ps(x + k), abs_mask));
+    m1 = _mm_max_ps(m1, _mm_and_ps(_mm_loadu_ps(x + k + 4), abs_mask));
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, _mm_max_ps(m0, m1));
+  float amax = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+  for (; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+  return amax;
+}
+
+// q[k] = QuantizeOne(x[k], scale), four at a time.
+void QuantizeRow(const float* x, int64_t K, float scale, int8_t* q) {
+  const __m128 vs = _mm_set1_ps(scale), lo = _mm_set1_ps(-kQMax), hi = _mm_set1_ps(kQMax);
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const __m128 v = _mm_min_ps(_mm_max_ps(_mm_div_ps(_mm_loadu_ps(x + k), vs), lo), hi);
+    const __m128i i32 = _mm_cvtps_epi32(v);
+    const __m128i i8 = _mm_packs_epi16(_mm_packs_epi32(i32, i32), _mm_setzero_si128());
+    const int32_t four = _mm_cvtsi128_si32(i8);
+    std::memcpy(q + k, &four, sizeof(four));
+  }
+  for (; k < K; ++k) q[k] = QuantizeOne(x[k], scale);
+}
+
+// y[n] = (float(c[n]) * s) * sw[n].
+void DequantizeRow(const int32_t* c, int64_t N, float s, const float* sw, float* y) {
+  const __m128 vs = _mm_set1_ps(s);
+  int64_t n = 0;
+  for (; n + 4 <= N; n += 4) {
+    const __m128 v = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + n)));
+    _mm_storeu_ps(y + n, _mm_mul_ps(_mm_mul_ps(v, vs), _mm_loadu_ps(sw + n)));
+  }
+  for (; n < N; ++n) y[n] = static_cast<float>(c[n]) * s * sw[n];
+}
+
+// Per-thread scratch for the quantised activations, their scales and the int32 product.
+struct A8W8Scratch {
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  std::vector<int32_t> acc;
+};
+
+}  // namespace
+
+void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q, int64_t ldq,
+                    float* scales) {
+  for (int64_t i = 0; i < M; ++i) {
+    const float* xr = x + i * ldx;
+    int8_t* qr = q + i * ldq;
+    const float scale = AbsMax(xr, K) / kQMax;
+    scales[i] = scale;
+    if (scale == 0.0f)
+      std::fill(qr, qr + K, int8_t{0});  // all-zero row: no division by zero
+    else
+      QuantizeRow(xr, K, scale, qr);
+  }
+}
+
+A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N) {
+  A8W8Weights out;
+  out.scales_.assign(std::max<int64_t>(0, N), 0.0f);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      out.scales_[n] = std::max(out.scales_[n], std::fabs(w[k * N + n]));
+  for (float& s : out.scales_) s /= kQMax;
+  // The int8 copy lives only until it is packed.
+  std::vector<int8_t> q(static_cast<size_t>(std::max<int64_t>(0, K * N)));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      q[k * N + n] = out.scales_[n] == 0.0f ? 0 : QuantizeOne(w[k * N + n], out.scales_[n]);
+  out.packed_ = PackedWeightsS8::Pack(q.data(), K, N, N);
+  return out;
+}
+
+A8W8Weights A8W8Weights::FromFloatTransposed(const float* w, int64_t K, int64_t N) {
+  A8W8Weights out;
+  out.scales_.assign(std::max<int64_t>(0, N), 0.0f);
+  std::vector<int8_t> q(static_cast<size_t>(std::max<int64_t>(0, K * N)));
+  // Row n of w is output column n: quantising it is QuantizeRowsS8 on an [N, K] matrix.
+  QuantizeRowsS8(N, K, w, K, q.data(), K, out.scales_.data());
+  out.packed_ = PackedWeightsS8::PackTransposed(q.data(), K, N, K);
+  return out;
+}
+
+void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
+  const int64_t K = w.K(), N = w.N();
+  if (M <= 0 || N <= 0) return;
+  thread_local A8W8Scratch s;
+  if (static_cast<int64_t>(s.q.size()) < M * K) s.q.resize(M * K);
+  if (static_cast<int64_t>(s.scales.size()) < M) s.scales.resize(M);
+  if (static_cast<int64_t>(s.acc.size()) < M * N) s.acc.resize(M * N);
+  int8_t* q = s.q.data();
+  float* sa = s.scales.data();
+  int32_t* acc = s.acc.data();
+  const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, K));
+  ParallelFor(pool, M, rows_per_chunk, [&](int64_t m0, int64_t m1) {
+    QuantizeRowsS8(m1 - m0, K, a + m0 * K, K, q + m0 * K, K, sa + m0);
+  });
+  GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
+  const float* sw = w.scales();
+  const int64_t dq_rows = std::max<int64_t>(1, (int64_t{1} << 15) / N);
+  ParallelFor(pool, M, dq_rows, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      DequantizeRow(acc + m * N, N, sa[m], sw, y + m * N);
+    }
+  });
+}
+
+}  // namespace oneinfer

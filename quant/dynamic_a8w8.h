@@ -1,0 +1,51 @@
+// Dynamic A8W8 MatMul: float activations quantised per row at run time, float weights
+// quantised per output column once, int8 x int8 -> int32 on the int8 GEMM, then
+// y[m][n] = C_s32[m][n] * s_a[m] * s_w[n].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "quant/gemm_s8.h"
+
+namespace oneinfer {
+
+class ThreadPool;
+
+// Symmetric int8 with scale = amax / 127 and q = round-half-to-even(x / scale) clamped to
+// [-127, 127]; an all-zero group gets scale 0 and q = 0 (no division by zero).
+// x: M x K row-major (ldx); q: M x K (ldq); scales: M entries, one per row.
+void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q, int64_t ldq,
+                    float* scales);
+
+// Constant MatMul weights quantised per output column and packed once; no float copy is kept.
+class A8W8Weights {
+ public:
+  A8W8Weights() = default;
+  // w: K x N float row-major (an ONNX MatMul B).
+  static A8W8Weights FromFloat(const float* w, int64_t K, int64_t N);
+  // w: N x K float row-major (Gemm with transB = 1).
+  static A8W8Weights FromFloatTransposed(const float* w, int64_t K, int64_t N);
+
+  int64_t K() const { return packed_.K(); }
+  int64_t N() const { return packed_.N(); }
+  const PackedWeightsS8& packed() const { return packed_; }
+  // s_w[n] = amax over column n / 127 (0 for an all-zero column).
+  const float* scales() const { return scales_.data(); }
+  // Resident bytes: packed int8 panels, their column sums and the scales.
+  size_t bytes() const {
+    return packed_.bytes() + packed_.panels() * kGemmS8Panel * sizeof(int32_t) +
+           scales_.size() * sizeof(float);
+  }
+
+ private:
+  PackedWeightsS8 packed_;
+  std::vector<float> scales_;
+};
+
+// y[M x N] = a[M x K] * W, both row-major and contiguous, through int8: A is quantised per row
+// into a per-thread scratch, multiplied on the int8 GEMM and dequantised. pool may be null.
+void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool);
+
+}  // namespace oneinfer

@@ -1,0 +1,331 @@
+// Int8 GEMM driver: CPU probe and tier choice, weight packing, A preparation, thread split.
+#include "quant/gemm_s8.h"
+
+#include <cpuid.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstring>
+#include <type_traits>
+
+#include "engine/thread_pool.h"
+#include "quant/gemm_s8_internal.h"
+
+namespace oneinfer {
+namespace {
+
+using gemm_s8_internal::AFormat;
+using gemm_s8_internal::GemmS8Tier;
+
+constexpr int64_t P = kGemmS8Panel;
+// Below this many multiply-adds per task another thread costs more than it saves.
+constexpr int64_t kMinTaskMacs = int64_t{1} << 18;
+// Rows of prepared A kept hot in L2 while a weight panel sweeps them.
+constexpr int64_t kABlockBytes = int64_t{512} << 10;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ---- CPU probe: named predicates over CPUID and XCR0 ----
+
+// XCR0 state components the OS must save for the registers a tier uses.
+constexpr uint64_t kXcr0Sse = uint64_t{1} << 1;
+constexpr uint64_t kXcr0Avx = uint64_t{1} << 2;  // upper halves of ymm
+constexpr uint64_t kXcr0Opmask = uint64_t{1} << 5;
+constexpr uint64_t kXcr0ZmmHi256 = uint64_t{1} << 6;
+constexpr uint64_t kXcr0Hi16Zmm = uint64_t{1} << 7;
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool avx512_vnni = false;  // with avx512f, bw, vl
+};
+
+uint64_t ReadXcr0() {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t{hi} << 32) | lo;
+}
+
+CpuFeatures ProbeCpu() {
+  CpuFeatures f;
+  unsigned a1, b1, c1, d1, a7, b7, c7, d7;
+  if (!__get_cpuid_count(1, 0, &a1, &b1, &c1, &d1)) return f;
+  // XGETBV is only defined when the OS enabled XSAVE (OSXSAVE).
+  const bool os_xsave = (c1 & bit_OSXSAVE) != 0;
+  if (!os_xsave || !__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7)) return f;
+  const uint64_t xcr0 = ReadXcr0();
+  const bool os_saves_ymm = (xcr0 & (kXcr0Sse | kXcr0Avx)) == (kXcr0Sse | kXcr0Avx);
+  const uint64_t zmm_state = kXcr0Sse | kXcr0Avx | kXcr0Opmask | kXcr0ZmmHi256 | kXcr0Hi16Zmm;
+  const bool os_saves_zmm = (xcr0 & zmm_state) == zmm_state;
+  const bool cpu_avx = (c1 & bit_AVX) != 0;
+  const bool cpu_avx2 = (b7 & bit_AVX2) != 0;
+  const bool cpu_avx512f = (b7 & bit_AVX512F) != 0;
+  const bool cpu_avx512bw = (b7 & bit_AVX512BW) != 0;
+  const bool cpu_avx512vl = (b7 & bit_AVX512VL) != 0;
+  const bool cpu_avx512vnni = (c7 & bit_AVX512VNNI) != 0;
+  f.avx2 = os_saves_ymm && cpu_avx && cpu_avx2;
+  f.avx512_vnni =
+      f.avx2 && os_saves_zmm && cpu_avx512f && cpu_avx512bw && cpu_avx512vl && cpu_avx512vnni;
+  return f;
+}
+
+// ---- tier selection ----
+
+const GemmS8Tier* const kTiers[] = {&gemm_s8_internal::kGemmS8TierReference,
+                                    &gemm_s8_internal::kGemmS8TierAvx2,
+                                    &gemm_s8_internal::kGemmS8TierAvx512Vnni};
+
+int BestTierIndex() {
+  static const int best = [] {
+    const CpuFeatures f = ProbeCpu();
+    return f.avx512_vnni ? 2 : f.avx2 ? 1 : 0;
+  }();
+  return best;
+}
+
+// A named tier if the CPU has it, else the best available (never silently upward).
+const GemmS8Tier* ResolveTier(const char* name) {
+  const int best = BestTierIndex();
+  if (name != nullptr)
+    for (int i = 0; i <= best; ++i)
+      if (std::strcmp(name, kTiers[i]->name) == 0) return kTiers[i];
+  return kTiers[best];
+}
+
+std::atomic<const GemmS8Tier*> g_forced_tier{nullptr};
+std::atomic<const GemmS8Tier*> g_env_tier{nullptr};  // resolved from the env on first use
+
+const GemmS8Tier& ActiveTier() {
+  if (const GemmS8Tier* t = g_forced_tier.load(std::memory_order_relaxed)) return *t;
+  const GemmS8Tier* t = g_env_tier.load(std::memory_order_acquire);
+  if (t == nullptr) {
+    t = ResolveTier(std::getenv("ONEINFER_INT8_TIER"));
+    g_env_tier.store(t, std::memory_order_release);
+  }
+  return *t;
+}
+
+// ---- A preparation ----
+
+// Per-thread scratch reused across calls so steady-state inference never allocates.
+void* Scratch(size_t bytes) {
+  struct Buffer {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buf;
+  if (buf.n < bytes) {
+    std::free(buf.p);
+    buf.n = static_cast<size_t>(RoundUp(static_cast<int64_t>(bytes), 64));
+    buf.p = std::aligned_alloc(64, buf.n);
+  }
+  return buf.p;
+}
+
+// dst: M rows x kp elements in the tier's format, k >= K zeroed (the packed weights are zero
+// there too, so the value only has to be finite).
+template <typename Src>
+void PrepareA(AFormat format, int64_t M, const Src* a, int64_t lda, int64_t K, int64_t kp,
+              void* dst) {
+  if (format == AFormat::kU8Shifted) {
+    uint8_t* d = static_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < M; ++i, d += kp) {
+      const Src* s = a + i * lda;
+      if constexpr (std::is_signed_v<Src>) {
+        for (int64_t k = 0; k < K; ++k) d[k] = static_cast<uint8_t>(s[k]) ^ 0x80;  // a + 128
+      } else {
+        std::memcpy(d, s, K);
+      }
+      std::fill(d + K, d + kp, uint8_t{0});
+    }
+  } else {
+    int16_t* d = static_cast<int16_t*>(dst);
+    for (int64_t i = 0; i < M; ++i, d += kp) {
+      const Src* s = a + i * lda;
+      for (int64_t k = 0; k < K; ++k) d[k] = s[k];
+      std::fill(d + K, d + kp, int16_t{0});
+    }
+  }
+}
+
+// ---- driver ----
+
+struct Problem {
+  int64_t M, N, kp;
+  const uint8_t* a;  // prepared, M x kp elements of elem bytes
+  int64_t elem;
+  const PackedWeightsS8* w;
+  const int32_t* shift_col_sums;  // null unless s8 activations were shifted to u8
+  int32_t* c;
+  int64_t ldc;
+};
+
+// Rows [m0, m1) x panels [p0, p1) of C.
+void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int64_t p0,
+              int64_t p1) {
+  const int64_t kq = p.kp / 4;
+  const int64_t mc_max = std::max(t.mr, kABlockBytes / (p.kp * p.elem) / t.mr * t.mr);
+  for (int64_t ic = m0; ic < m1; ic += mc_max) {
+    const int64_t ic_end = std::min(m1, ic + mc_max);
+    for (int64_t pi = p0; pi < p1; ++pi) {
+      const int8_t* panel = p.w->data() + pi * p.kp * P;
+      const int64_t nr = std::min(P, p.N - pi * P);
+      const int32_t* shift = p.shift_col_sums ? p.shift_col_sums + pi * P : nullptr;
+      for (int64_t ir = ic; ir < ic_end; ir += t.mr)
+        t.panel(kq, p.a + ir * p.kp * p.elem, p.kp, panel, shift, p.c + ir * p.ldc + pi * P,
+                p.ldc, std::min(t.mr, ic_end - ir), nr);
+    }
+  }
+}
+
+template <typename Src>
+void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t* c, int64_t ldc,
+         ThreadPool* pool) {
+  const int64_t N = w.N(), K = w.K();
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0);
+    return;
+  }
+  const GemmS8Tier& t = ActiveTier();
+  const int64_t kp = w.padded_k();
+  const int64_t elem = t.a_format == AFormat::kS16 ? 2 : 1;
+  void* prepared = Scratch(static_cast<size_t>(M * kp * elem));
+  PrepareA(t.a_format, M, a, lda, K, kp, prepared);
+  const bool shifted = std::is_signed_v<Src> && t.a_format == AFormat::kU8Shifted;
+  const Problem p{M, N, kp, static_cast<const uint8_t*>(prepared), elem, &w,
+                  shifted ? w.column_sums() : nullptr, c, ldc};
+
+  const int64_t mp = (M + t.mr - 1) / t.mr;
+  const int64_t np = w.panels();
+  int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+  threads = std::max<int64_t>(1, std::min(threads, M * N * K / kMinTaskMacs));
+  // Grid tm x tn minimizing the largest task; ties favour splitting N (each thread then
+  // streams its own weights once, which is what decode is bound by).
+  int64_t tm = 1, tn = 1, best_cost = mp * np;
+  for (int64_t n_split = 1; n_split <= std::min(threads, np); ++n_split) {
+    const int64_t m_split = std::min(mp, threads / n_split);
+    const int64_t cost = ((mp + m_split - 1) / m_split) * ((np + n_split - 1) / n_split);
+    if (cost <= best_cost) {
+      best_cost = cost;
+      tm = m_split;
+      tn = n_split;
+    }
+  }
+  auto task = [&](int64_t i) {
+    const int64_t im = i / tn, in = i % tn;
+    const int64_t m0 = std::min(M, mp * im / tm * t.mr);
+    const int64_t m1 = std::min(M, mp * (im + 1) / tm * t.mr);
+    const int64_t p0 = np * in / tn, p1 = np * (in + 1) / tn;
+    if (m0 < m1 && p0 < p1) RunBlock(t, p, m0, m1, p0, p1);
+  };
+  if (tm * tn == 1 || pool == nullptr) {
+    for (int64_t i = 0; i < tm * tn; ++i) task(i);
+  } else {
+    pool->RunTasks(tm * tn, task);
+  }
+}
+
+template <typename Src>
+void Reference(int64_t M, int64_t N, int64_t K, const Src* a, int64_t lda, const int8_t* w,
+               int64_t ldw, int32_t* c, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += int32_t{a[i * lda + k]} * int32_t{w[k * ldw + j]};
+      c[i * ldc + j] = acc;
+    }
+}
+
+}  // namespace
+
+PackedWeightsS8 PackedWeightsS8::Allocate(int64_t K, int64_t N) {
+  assert(K <= kMaxK);
+  PackedWeightsS8 packed;
+  packed.k_ = std::max<int64_t>(0, K);
+  packed.n_ = std::max<int64_t>(0, N);
+  packed.col_sums_.assign(packed.panels() * P, 0);
+  const size_t bytes = packed.bytes();
+  if (bytes == 0) return packed;
+  packed.data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))));
+  std::memset(packed.data_.get(), 0, bytes);  // padding must be zero
+  return packed;
+}
+
+PackedWeightsS8 PackedWeightsS8::Pack(const int8_t* w, int64_t K, int64_t N, int64_t ldw) {
+  PackedWeightsS8 packed = Allocate(K, N);
+  if (packed.bytes() == 0) return packed;
+  int8_t* d = packed.data_.get();
+  const int64_t kp = packed.padded_k();
+  // Row by row so the source is read front to back.
+  for (int64_t k = 0; k < packed.k_; ++k) {
+    const int8_t* s = w + k * ldw;
+    int8_t* dk = d + (k / 4) * 4 * P + (k % 4);
+    for (int64_t n = 0; n < packed.n_; ++n) {
+      dk[(n / P) * kp * P + (n % P) * 4] = s[n];
+      packed.col_sums_[n] += s[n];
+    }
+  }
+  return packed;
+}
+
+PackedWeightsS8 PackedWeightsS8::PackTransposed(const int8_t* w, int64_t K, int64_t N,
+                                                int64_t ldw) {
+  PackedWeightsS8 packed = Allocate(K, N);
+  if (packed.bytes() == 0) return packed;
+  int8_t* d = packed.data_.get();
+  const int64_t kp = packed.padded_k();
+  // One source row is one output column: 4 contiguous k land in 4 contiguous bytes.
+  for (int64_t n = 0; n < packed.n_; ++n) {
+    const int8_t* s = w + n * ldw;
+    int8_t* dn = d + (n / P) * kp * P + (n % P) * 4;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < packed.k_; ++k) {
+      dn[(k / 4) * 4 * P + (k % 4)] = s[k];
+      sum += s[k];
+    }
+    packed.col_sums_[n] = sum;
+  }
+  return packed;
+}
+
+void GemmS8S8S32(int64_t M, const int8_t* a, int64_t lda, const PackedWeightsS8& w, int32_t* c,
+                 int64_t ldc, ThreadPool* pool) {
+  Run(M, a, lda, w, c, ldc, pool);
+}
+
+void GemmU8S8S32(int64_t M, const uint8_t* a, int64_t lda, const PackedWeightsS8& w, int32_t* c,
+                 int64_t ldc, ThreadPool* pool) {
+  Run(M, a, lda, w, c, ldc, pool);
+}
+
+void gemm_s8s8_s32_reference(int64_t M, int64_t N, int64_t K, const int8_t* a, int64_t lda,
+                             const int8_t* w, int64_t ldw, int32_t* c, int64_t ldc) {
+  Reference(M, N, K, a, lda, w, ldw, c, ldc);
+}
+
+void gemm_u8s8_s32_reference(int64_t M, int64_t N, int64_t K, const uint8_t* a, int64_t lda,
+                             const int8_t* w, int64_t ldw, int32_t* c, int64_t ldc) {
+  Reference(M, N, K, a, lda, w, ldw, c, ldc);
+}
+
+const char* Int8TierName() { return ActiveTier().name; }
+
+std::vector<std::string> Int8SupportedTiers() {
+  std::vector<std::string> names;
+  for (int i = 0; i <= BestTierIndex(); ++i) names.emplace_back(kTiers[i]->name);
+  return names;
+}
+
+bool Int8ForceTierForTesting(const char* tier) {
+  if (tier == nullptr) {
+    g_forced_tier.store(nullptr, std::memory_order_relaxed);
+    g_env_tier.store(nullptr, std::memory_order_release);
+    return true;
+  }
+  g_forced_tier.store(ResolveTier(tier), std::memory_order_relaxed);
+  return std::strcmp(ActiveTier().name, tier) == 0;
+}
+
+}  // namespace oneinfer

@@ -1,0 +1,34 @@
+// Internal interface between the int8 GEMM driver (gemm_s8.cc) and its per-ISA panel kernels.
+#pragma once
+
+#include <cstdint>
+
+namespace oneinfer::gemm_s8_internal {
+
+// How a tier wants A prepared (once per call, rows of padded_k elements, tail zeroed).
+enum class AFormat {
+  kU8Shifted,  // uint8: u8 activations as is, s8 activations as a + 128 (vpdpbusd's u8 operand)
+  kS16,        // int16: sign- or zero-extended (exact vpmaddwd pairs; also the reference)
+};
+
+// c[mr x nr] (ldc) = a * one packed weight panel, over kq k-quads (4 k each).
+// a: mr rows of 4 * kq elements (uint8 or int16 per AFormat), row stride lda elements.
+// w: one kGemmS8Panel-wide packed panel (see gemm_s8.h); nr <= 32 columns are written.
+// shift_col_sums: null, or the panel's 32 column sums to subtract 128x (s8 activations that
+// were prepared as a + 128). mr <= the tier's mr.
+using PanelFn = void (*)(int64_t kq, const void* a, int64_t lda, const int8_t* w,
+                         const int32_t* shift_col_sums, int32_t* c, int64_t ldc, int64_t mr,
+                         int64_t nr);
+
+struct GemmS8Tier {
+  const char* name;
+  int64_t mr;  // rows per panel-kernel call
+  AFormat a_format;
+  PanelFn panel;
+};
+
+extern const GemmS8Tier kGemmS8TierReference;
+extern const GemmS8Tier kGemmS8TierAvx2;
+extern const GemmS8Tier kGemmS8TierAvx512Vnni;
+
+}  // namespace oneinfer::gemm_s8_internal
