@@ -18,9 +18,9 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   static std::shared_ptr<Allocator> Create();
   ~Allocator();
 
-  // Zero-filled storage from the pool (strings come from the heap and are not counted).
-  // The storage returns to the pool when the last tensor referring to it is destroyed.
-  Tensor Allocate(DType dtype, Shape shape);
+  // Storage from the pool, zero-filled unless zero is false (strings come from the heap and
+  // are not counted). It returns to the pool when the last tensor referring to it is destroyed.
+  Tensor Allocate(DType dtype, Shape shape, bool zero = true);
 
   // Bytes of pooled tensors alive now, and the high-water mark since the last reset.
   size_t bytes_in_use() const;

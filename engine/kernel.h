@@ -80,6 +80,8 @@ class OpContext {
   virtual bool has_output(size_t i) const = 0;
   // Allocates output i (zero-filled) from the session's allocator and returns it.
   virtual Tensor& AllocateOutput(size_t i, DType dtype, const Shape& shape) = 0;
+  // Same, without the zero fill, for kernels that write every element (hot paths).
+  virtual Tensor& AllocateOutputUninitialized(size_t i, DType dtype, const Shape& shape) = 0;
   // Sets output i to an existing tensor (a view of an input, a constant, ...).
   virtual void SetOutput(size_t i, Tensor t) = 0;
   virtual void SetOutputValue(size_t i, Value v) = 0;

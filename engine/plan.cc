@@ -97,6 +97,11 @@ class PlanContext : public OpContext {
     v = Value::FromTensor(plan_.res_.allocator->Allocate(dtype, shape));
     return v.tensor;
   }
+  Tensor& AllocateOutputUninitialized(size_t i, DType dtype, const Shape& shape) override {
+    Value& v = OutputSlot(i);
+    v = Value::FromTensor(plan_.res_.allocator->Allocate(dtype, shape, /*zero=*/false));
+    return v.tensor;
+  }
   void SetOutput(size_t i, Tensor t) override { OutputSlot(i) = Value::FromTensor(std::move(t)); }
   void SetOutputValue(size_t i, Value v) override { OutputSlot(i) = std::move(v); }
   Tensor AllocateTemp(DType dtype, const Shape& shape) override {

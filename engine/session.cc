@@ -41,6 +41,10 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   Graph& g = model->graph;
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
+  if (FuseStackedKVCache(g) > 0) {
+    st = SortTopologically(g, {});
+    if (!st.ok()) return st;
+  }
   RemoveDeadNodes(g);
 
   ExecutionPlan::Resources res{&s->config_, s->allocator_, s->pool_.get()};

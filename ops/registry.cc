@@ -43,6 +43,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterRandomOps(*r);
     RegisterStringOps(*r);
     RegisterTrainingOps(*r);
+    RegisterKVCacheOps(*r);
     return r;
   }();
   return *registry;

@@ -31,4 +31,9 @@ using NodeEvaluator =
 // max_output_bytes. Returns the number of nodes folded.
 absl::StatusOr<int> FoldConstants(Graph& g, const NodeEvaluator& evaluate, size_t max_output_bytes);
 
+// Rewrites the stacked KV-cache pattern (see kv_cache_fusion.cc) into the engine's internal
+// KVCacheAppend / KVCacheFinish nodes so each step copies the cache once. Returns the number
+// of caches rewritten. Requires topological order; run RemoveDeadNodes and SortTopologically after.
+int FuseStackedKVCache(Graph& g);
+
 }  // namespace oneinfer

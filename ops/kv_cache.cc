@@ -1,0 +1,79 @@
+// The engine's internal KV-cache nodes (domain oneinfer.internal), made by the
+// FuseStackedKVCache pass from the stacked past_kv/present_kv pattern; never in a model file.
+#include <cstring>
+
+#include "engine/kernel.h"
+#include "engine/thread_pool.h"
+#include "ops/families.h"
+#include "ops/op_util.h"
+
+namespace oneinfer {
+
+namespace {
+
+// KVCacheAppend(past [N, ...slot], new [...slot with S at axis], buffer?) -> slot view (, buffer)
+// slot s of the buffer = past slot s followed by new along `axis` (of the slot's dims).
+absl::Status AppendCompute(OpContext& ctx) {
+  const int64_t s = ctx.node().GetInt("slot", 0), axis = ctx.node().GetInt("axis", 1);
+  const Tensor& past = ctx.input(0);
+  const Tensor& fresh = ctx.input(1);
+  if (past.rank() < 2 || fresh.rank() != past.rank() - 1 || axis < 0 || axis >= fresh.rank() ||
+      past.dtype() != fresh.dtype() || s >= past.dim(0)) {
+    return InvalidArgument(ctx, "KV cache ", ShapeToString(past.shape()), " and new entries ",
+                           ShapeToString(fresh.shape()), " do not fit slot ", s);
+  }
+  Shape slot_shape(past.shape().begin() + 1, past.shape().end());
+  for (int64_t d = 0; d < fresh.rank(); ++d) {
+    if (d != axis && fresh.dim(d) != slot_shape[static_cast<size_t>(d)]) {
+      return InvalidArgument(ctx, "new entries ", ShapeToString(fresh.shape()), " do not match the cache ",
+                             ShapeToString(past.shape()));
+    }
+  }
+  const int64_t P = slot_shape[static_cast<size_t>(axis)], S = fresh.dim(axis);
+  slot_shape[static_cast<size_t>(axis)] = P + S;
+  Shape buffer_shape = slot_shape;
+  buffer_shape.insert(buffer_shape.begin(), past.dim(0));
+  Tensor buffer;
+  if (s == 0) {
+    buffer = ctx.AllocateOutputUninitialized(1, past.dtype(), buffer_shape);
+  } else {
+    buffer = ctx.input(2);  // written in place: each append owns its own slot
+    if (buffer.shape() != buffer_shape) {
+      return InvalidArgument(ctx, "cache buffer ", ShapeToString(buffer.shape()), " should be ", ShapeToString(buffer_shape));
+    }
+  }
+  const size_t es = DTypeSize(past.dtype());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= slot_shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < slot_shape.size(); ++d) inner *= slot_shape[d];
+  const int64_t slot_elems = NumElements(slot_shape);
+  char* dst = static_cast<char*>(buffer.raw_data()) + static_cast<size_t>(s * slot_elems) * es;
+  const char* src_past = static_cast<const char*>(past.raw_data()) + static_cast<size_t>(s * outer * P * inner) * es;
+  const char* src_new = static_cast<const char*>(fresh.raw_data());
+  const size_t past_row = static_cast<size_t>(P * inner) * es, new_row = static_cast<size_t>(S * inner) * es;
+  ParallelFor(ctx.thread_pool(), outer, 4, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      char* d = dst + static_cast<size_t>(o) * (past_row + new_row);
+      std::memcpy(d, src_past + static_cast<size_t>(o) * past_row, past_row);
+      std::memcpy(d + past_row, src_new + static_cast<size_t>(o) * new_row, new_row);
+    }
+  });
+  // The layer reads its slot in place: a view that keeps the buffer alive.
+  ctx.SetOutput(0, Tensor::Wrap(past.dtype(), slot_shape, buffer.holder(), dst));
+  return absl::OkStatus();
+}
+
+// KVCacheFinish(buffer, slot views...) -> buffer, once every append has written its slot.
+absl::Status FinishCompute(OpContext& ctx) {
+  ctx.SetOutput(0, ctx.input(0));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterKVCacheOps(KernelRegistry& r) {
+  r.AddFn("oneinfer.internal", "KVCacheAppend", 1, 1, AppendCompute);
+  r.AddFn("oneinfer.internal", "KVCacheFinish", 1, 1, FinishCompute);
+}
+
+}  // namespace oneinfer
