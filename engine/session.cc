@@ -77,6 +77,8 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
     s->folded_ = *folded;
     RemoveDeadNodes(g);
   }
+  auto typed = InferShapes(g);
+  if (!typed.ok()) return typed.status();
 
   for (const ValueInfo& v : g.inputs) {
     if (g.IsInitializer(v.name)) continue;  // overridable defaults are not part of the interface

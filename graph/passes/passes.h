@@ -1,4 +1,5 @@
-// Graph passes, one file each: ordering and validation, dead-node removal, constant folding.
+// Graph passes, one file each: ordering and validation, dead-node removal, constant folding,
+// shape inference.
 #pragma once
 
 #include <functional>
@@ -30,5 +31,12 @@ using NodeEvaluator =
 // (their integer weights are kept for the int8 kernels) and outputs larger than
 // max_output_bytes. Returns the number of nodes folded.
 absl::StatusOr<int> FoldConstants(Graph& g, const NodeEvaluator& evaluate, size_t max_output_bytes);
+
+// Static shape and type inference over a sorted graph: fills g.value_info for every node output
+// whose element type and (possibly symbolic) shape follow from declared types, initializers and
+// constant inputs; unknown ops and unknown inputs leave outputs unknown. A declared type that
+// contradicts the inferred one (element type, rank or a fixed dim) is an InvalidArgument error
+// naming the value and both types. Returns the number of values typed.
+absl::StatusOr<int> InferShapes(Graph& g);
 
 }  // namespace oneinfer
