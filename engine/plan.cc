@@ -2,8 +2,13 @@
 
 #include <map>
 
-#include "absl/strings/str_cat.h"
+#include <algorithm>
+#include <numeric>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/log.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {
@@ -278,7 +283,15 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
         break;
     }
   }
-  for (const Step& step : steps_) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> ends;
+  Clock::time_point start;
+  if (profile_) {
+    ends.resize(steps_.size());
+    start = Clock::now();
+  }
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& step = steps_[k];
     const Node& n = *step.node;
     if (!step.accepts_non_tensors) {
       for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -303,7 +316,9 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
       owned[static_cast<size_t>(r)] = Value();
       ptr[static_cast<size_t>(r)] = nullptr;
     }
+    if (profile_) ends[k] = Clock::now();
   }
+  if (profile_) LogProfile(start, ends);
   std::vector<Value> results;
   results.reserve(output_slots_.size());
   for (int s : output_slots_) {
@@ -312,6 +327,27 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
     results.push_back(*v);
   }
   return results;
+}
+
+void ExecutionPlan::LogProfile(std::chrono::steady_clock::time_point start,
+                               const std::vector<std::chrono::steady_clock::time_point>& ends) const {
+  constexpr size_t kTop = 20;
+  std::vector<double> ms(ends.size());
+  for (size_t k = 0; k < ends.size(); ++k) {
+    ms[k] = std::chrono::duration<double, std::milli>(ends[k] - (k == 0 ? start : ends[k - 1])).count();
+  }
+  std::vector<size_t> order(ms.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ms[a] > ms[b]; });
+  const double total = std::accumulate(ms.begin(), ms.end(), 0.0);
+  std::string text = absl::StrFormat("profile: %.3f ms in %d steps%s", total, ms.size(),
+                                     ms.size() > kTop ? absl::StrCat(", the slowest ", kTop, ":") : ":");
+  for (size_t i = 0; i < order.size() && i < kTop; ++i) {
+    const Node& n = *steps_[order[i]].node;
+    absl::StrAppendFormat(&text, "\n%10.3f ms %5.1f%%  %s '%s'", ms[order[i]], total > 0 ? 100 * ms[order[i]] / total : 0.0,
+                          n.op_type, n.name);
+  }
+  LogWrite(LogLevel::kVerbose, text);
 }
 
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Run(OpContext& outer, std::vector<Value> inputs) const {

@@ -5,6 +5,7 @@
 // intermediate value is released, so its memory returns to the allocator for later nodes.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <set>
@@ -44,6 +45,8 @@ class ExecutionPlan : public SubgraphRunner {
   absl::StatusOr<std::vector<Value>> Run(OpContext& outer, std::vector<Value> inputs) const override;
 
   size_t num_steps() const { return steps_.size(); }
+  // Times each step of every run and logs the slowest steps after it (off: one branch per step).
+  void set_profile(bool on) { profile_ = on; }
 
  private:
   friend class PlanContext;
@@ -70,6 +73,9 @@ class ExecutionPlan : public SubgraphRunner {
 
   ExecutionPlan() = default;
   int SlotOf(const std::string& name) const;
+  // ends[k] = when step k finished; start = when the first began.
+  void LogProfile(std::chrono::steady_clock::time_point start,
+                  const std::vector<std::chrono::steady_clock::time_point>& ends) const;
 
   std::shared_ptr<const Graph> graph_;
   Resources res_;
@@ -77,6 +83,7 @@ class ExecutionPlan : public SubgraphRunner {
   std::vector<Step> steps_;
   std::vector<int> output_slots_;
   std::vector<int> input_slots_;
+  bool profile_ = false;
 };
 
 }  // namespace oneinfer

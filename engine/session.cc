@@ -1,6 +1,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/log.h"
 #include "engine/session_impl.h"
 #include "graph/passes/passes.h"
 
@@ -33,12 +34,14 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
                                                                  const SessionOptions& options) {
   std::unique_ptr<SessionImpl> s(new SessionImpl());
   s->config_.options = options;
+  const LogLevel level = s->config_.options.log_level = EffectiveLogLevel(options.log_level);
   int threads = options.num_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
   s->allocator_ = Allocator::Create();
 
   Graph& g = model->graph;
+  const size_t loaded_nodes = g.nodes.size();
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
   if (FuseStackedKVCache(g) > 0) {
@@ -81,6 +84,8 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
     s->folded_ = *folded;
     RemoveDeadNodes(g);
   }
+  auto typed = InferShapes(g);
+  if (!typed.ok()) return typed.status();
 
   for (const ValueInfo& v : g.inputs) {
     if (g.IsInitializer(v.name)) continue;  // overridable defaults are not part of the interface
@@ -93,6 +98,12 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   auto plan = ExecutionPlan::Build(s->graph_, res, {});
   if (!plan.ok()) return plan.status();
   s->plan_ = std::move(*plan);
+  s->plan_->set_profile(level == LogLevel::kVerbose || ProfileRequested());
+  size_t initializer_bytes = 0;
+  for (const auto& [name, t] : g.initializers) initializer_bytes += t.byte_size();
+  Log(level, LogLevel::kInfo,
+      absl::StrCat("loaded ", loaded_nodes, " nodes: ", s->folded_, " folded, ", s->plan_->num_steps(), " plan steps, ",
+                   threads, " threads, ", initializer_bytes, " initializer bytes, ", *typed, " values typed"));
   s->allocator_->ResetPeak();
   return s;
 }

@@ -1,4 +1,5 @@
-// Graph passes, one file each: ordering and validation, dead-node removal, constant folding.
+// Graph passes, one file each: ordering and validation, dead-node removal, constant folding,
+// shape inference.
 #pragma once
 
 #include <functional>
@@ -35,5 +36,12 @@ absl::StatusOr<int> FoldConstants(Graph& g, const NodeEvaluator& evaluate, size_
 // KVCacheAppend / KVCacheFinish nodes so each step copies the cache once. Returns the number
 // of caches rewritten. Requires topological order; run RemoveDeadNodes and SortTopologically after.
 int FuseStackedKVCache(Graph& g);
+
+// Static shape and type inference over a sorted graph: fills g.value_info for every node output
+// whose element type and (possibly symbolic) shape follow from declared types, initializers and
+// constant inputs; unknown ops and unknown inputs leave outputs unknown. A declared type that
+// contradicts the inferred one (element type, rank or a fixed dim) is an InvalidArgument error
+// naming the value and both types. Returns the number of values typed.
+absl::StatusOr<int> InferShapes(Graph& g);
 
 }  // namespace oneinfer
