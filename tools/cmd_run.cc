@@ -1,4 +1,5 @@
 // oneinfer run: generate text with a causal-LM graph (input_ids [+ past_kv] -> logits [+ present_kv]).
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,7 +28,8 @@ constexpr const char* kHelp =
     "  --chat                 wrap the prompt in Qwen's ChatML user/assistant turns\n"
     "  --threads N            threads for the kernels (default: all cores)\n"
     "  --json                 print one JSON object at the end instead of streaming text:\n"
-    "                         prompt_tokens, generated_ids, text, prefill_ms, decode_ms_per_token, tokens_per_s\n"
+    "                         prompt_tokens, generated_ids, text, load_ms, prefill_ms, decode_ms_per_token,\n"
+    "                         tokens_per_s\n"
     "  --dump-logits FILE     write the float32 logits of the last position of every step\n"
     "                         (raw little-endian, one row of vocab floats per step)\n"
     "\n"
@@ -148,8 +150,10 @@ int CmdRun(int argc, char** argv) {
     }
   }
 
+  const auto load_start = std::chrono::steady_clock::now();
   auto session = Session::Load(pos[0], sopts);
   if (!session.ok()) return Fail(session.status());
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   auto generator = Generator::Create(**session);
   if (!generator.ok()) return Fail(generator.status());
 
@@ -179,7 +183,7 @@ int CmdRun(int argc, char** argv) {
     json j = {{"prompt_tokens", result->prompt_tokens}, {"generated_ids", result->generated_ids},
               {"text", text}, {"prefill_ms", result->prefill_ms},
               {"decode_ms_per_token", result->decode_ms_per_token()}, {"tokens_per_s", tps},
-              {"cached", (*generator)->cached()}};
+              {"cached", (*generator)->cached()}, {"load_ms", load_ms}};
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "\n";

@@ -49,11 +49,12 @@ int FuseStackedKVCache(Graph& g) {
     }
     auto it = uses.readers.find(in.name);
     if (it == uses.readers.end()) continue;
-    // Every reader of the input must be a Gather of one constant slot along axis 0.
+    // Every reader of the input must be a Gather of one constant slot along axis 0 (or a Shape).
     std::map<int64_t, size_t> gather_of_slot;
     bool ok = true;
     for (size_t k : it->second) {
       const Node& n = g.nodes[k];
+      if (n.op_type == "Shape" && n.domain.empty()) continue;  // reads the shape only
       int64_t slot = 0;
       if (n.op_type != "Gather" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[0] != in.name ||
           n.GetInt("axis", 0) != 0 || !ScalarInt(g, n.inputs[1], &slot) || gather_of_slot.count(slot)) {
