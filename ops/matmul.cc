@@ -13,7 +13,10 @@
 #include "engine/thread_pool.h"
 #include "ops/families.h"
 #include "graph/onnx_loader.h"
+#include "engine/session_config.h"
 #include "ops/gemm/sgemm.h"
+#include "ops/matmul.h"
+#include "quant/dynamic_a8w8.h"
 #include "ops/op_util.h"
 
 namespace oneinfer {
@@ -156,10 +159,55 @@ class PackedMatMulKernel : public OpKernel {
   mutable PackedMatrixB packed_;
 };
 
+// Dynamic A8W8: activations quantised per row at run time, the constant weight per column
+// once (on the first run, like the float packing), int8 x int8 -> int32, then rescaled.
+class A8W8MatMulKernel : public OpKernel {
+ public:
+  explicit A8W8MatMulKernel(Tensor b) : b_(std::move(b)) {}
+  absl::Status Compute(OpContext& ctx) const override {
+    if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
+    const Tensor& a = ctx.input(0);
+    const int64_t K = b_.dim(0), N = b_.dim(1);
+    if (a.dtype() != DType::kFloat32) return InvalidArgument(ctx, "A and B have different element types");
+    if (a.rank() < 1 || a.dim(-1) != K) {
+      return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
+    }
+    std::call_once(packed_once_, [&] {
+      weights_ = A8W8Weights::FromFloat(b_.data<float>(), K, N);
+      ReleaseMappedPages(b_);
+    });
+    Shape out = a.shape();
+    out.back() = N;
+    Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, out);
+    if (y.num_elements() == 0) return absl::OkStatus();
+    MatMulA8W8(a.num_elements() / K, a.data<float>(), weights_, y.data<float>(), ctx.thread_pool());
+    return absl::OkStatus();
+  }
+
+ private:
+  Tensor b_;
+  mutable std::once_flag packed_once_;
+  mutable A8W8Weights weights_;
+};
+
+}  // namespace
+
+MatMulBinding BindMatMul(const Tensor* b, MatMulPrecision precision) {
+  if (b == nullptr || b->dtype() != DType::kFloat32 || b->rank() != 2 || b->dim(0) <= 0 || b->dim(1) <= 0) {
+    return MatMulBinding::kGeneric;
+  }
+  if (precision == MatMulPrecision::kInt8 && b->dim(0) <= PackedWeightsS8::kMaxK) return MatMulBinding::kInt8A8W8;
+  return MatMulBinding::kFloatPacked;
+}
+
+namespace {
+
 absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) {
   const Tensor* b = init.ConstantInput(1);
-  if (b != nullptr && b->dtype() == DType::kFloat32 && b->rank() == 2 && b->dim(0) > 0 && b->dim(1) > 0) {
-    return std::unique_ptr<OpKernel>(new PackedMatMulKernel(*b));
+  switch (BindMatMul(b, init.config().options.matmul)) {
+    case MatMulBinding::kInt8A8W8: return std::unique_ptr<OpKernel>(new A8W8MatMulKernel(*b));
+    case MatMulBinding::kFloatPacked: return std::unique_ptr<OpKernel>(new PackedMatMulKernel(*b));
+    case MatMulBinding::kGeneric: break;
   }
   return MakeFnKernel(MatMulCompute)(init);
 }

@@ -45,4 +45,11 @@ absl::Status Args::Positionals(std::vector<std::string>* out) const {
   return absl::OkStatus();
 }
 
+absl::Status ParseMatMulFlag(const std::string& value, MatMulPrecision* out) {
+  if (value.empty() || value == "float") *out = MatMulPrecision::kFloat32;
+  else if (value == "int8") *out = MatMulPrecision::kInt8;
+  else return absl::InvalidArgumentError(absl::StrCat("--matmul '", value, "' must be float or int8"));
+  return absl::OkStatus();
+}
+
 }  // namespace oneinfer::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "oneinfer/session.h"
 
 namespace oneinfer::cli {
 
@@ -34,6 +35,9 @@ class Args {
   std::vector<std::string> items_;
   std::string error_;
 };
+
+// --matmul float|int8 -> precision; an unknown value is an error naming it.
+absl::Status ParseMatMulFlag(const std::string& value, MatMulPrecision* out);
 
 int CmdExec(int argc, char** argv);
 int CmdInspect(int argc, char** argv);

@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr const char* kHelp =
-    "usage: oneinfer exec MODEL.onnx --input-dir D --output-dir O [--threads N]\n"
+    "usage: oneinfer exec MODEL.onnx --input-dir D --output-dir O [--threads N] [--matmul float|int8]\n"
     "\n"
     "Reads D/input_0.pb, D/input_1.pb, ... (serialized TensorProto; the name field picks the\n"
     "graph input, an empty name means the input at that position), runs the model, and writes\n"
@@ -33,11 +33,14 @@ int CmdExec(int argc, char** argv) {
   args.Take("--input-dir", &input_dir);
   args.Take("--output-dir", &output_dir);
   args.Take("--threads", &threads);
+  std::string matmul;
+  args.Take("--matmul", &matmul);
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("exec needs exactly one MODEL.onnx (see oneinfer exec --help)");
   if (input_dir.empty() || output_dir.empty()) return Fail("exec needs --input-dir and --output-dir");
   SessionOptions opts;
+  if (auto s = ParseMatMulFlag(matmul, &opts.matmul); !s.ok()) return Fail(s);
   if (!threads.empty()) {
     try {
       opts.num_threads = std::stoi(threads);

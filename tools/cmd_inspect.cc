@@ -8,17 +8,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/onnx_loader.h"
+#include "ops/gemm/sgemm.h"
+#include "ops/matmul.h"
+#include "quant/gemm_s8.h"
 #include "tools/cli.h"
 
 namespace oneinfer::cli {
 
 namespace {
 constexpr const char* kHelp =
-    "usage: oneinfer inspect MODEL.onnx\n"
+    "usage: oneinfer inspect MODEL.onnx [--matmul float|int8]\n"
     "\n"
     "Prints the opset imports, an operator histogram, the graph inputs and outputs with their\n"
     "shapes, initializer bytes (inline and external data), and a census of MatMul nodes by\n"
-    "weight shape (K, N) for MatMuls whose second operand is a constant.\n";
+    "weight shape (K, N) for MatMuls whose second operand is a constant, with the kernel each\n"
+    "is bound to under --matmul (float: the packed float GEMM; int8: dynamic A8W8).\n";
 
 std::string Human(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -50,6 +54,10 @@ int CmdInspect(int argc, char** argv) {
     std::cout << kHelp;
     return 0;
   }
+  std::string matmul;
+  args.Take("--matmul", &matmul);
+  MatMulPrecision precision = MatMulPrecision::kFloat32;
+  if (auto s = ParseMatMulFlag(matmul, &precision); !s.ok()) return Fail(s);
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("inspect needs exactly one MODEL.onnx (see oneinfer inspect --help)");
@@ -85,18 +93,34 @@ int CmdInspect(int argc, char** argv) {
             << inline_bytes << " bytes), external " << Human(static_cast<double>(external_bytes)) << " ("
             << external_bytes << " bytes)\n";
 
-  std::map<std::pair<int64_t, int64_t>, int> census;
-  int dynamic = 0, matmuls = 0;
+  // The binding table, as the session would build it.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int, MatMulBinding>> census;
+  int dynamic = 0, matmuls = 0, bound = 0;
   for (const Node& n : g.nodes) {
     if (n.op_type != "MatMul" || !n.domain.empty()) continue;
     ++matmuls;
     auto it = n.inputs.size() > 1 ? g.initializers.find(n.inputs[1]) : g.initializers.end();
-    if (it != g.initializers.end() && it->second.rank() == 2) census[{it->second.dim(0), it->second.dim(1)}]++;
-    else ++dynamic;
+    const Tensor* b = it == g.initializers.end() ? nullptr : &it->second;
+    const MatMulBinding binding = BindMatMul(b, precision);
+    if (binding == MatMulBinding::kGeneric) {
+      ++dynamic;
+      continue;
+    }
+    auto& entry = census[{b->dim(0), b->dim(1)}];
+    entry.first++;
+    entry.second = binding;
+    bound += binding == (precision == MatMulPrecision::kInt8 ? MatMulBinding::kInt8A8W8 : MatMulBinding::kFloatPacked);
   }
-  std::cout << "\nMatMul census: " << matmuls << " MatMul nodes, " << (matmuls - dynamic) << " with a constant weight in "
-            << census.size() << " shapes, " << dynamic << " with a non-constant second operand\n";
-  for (const auto& [kn, c] : census) std::cout << "  K=" << kn.first << " N=" << kn.second << "  x" << c << "\n";
+  const bool int8 = precision == MatMulPrecision::kInt8;
+  std::cout << "\nMatMul census (--matmul " << (int8 ? "int8" : "float") << "): " << matmuls << " MatMul nodes, "
+            << (matmuls - dynamic) << " with a constant weight in " << census.size() << " shapes, " << dynamic
+            << " with a non-constant second operand (per-call float GEMM)\n";
+  std::cout << "  bound to " << (int8 ? "the int8 A8W8 kernel (" + std::string(Int8TierName()) + ")" : "the packed float GEMM (" + std::string(SgemmTierName()) + ")")
+            << ": " << bound << ", unbound: " << (matmuls - bound) << "\n";
+  for (const auto& [kn, entry] : census) {
+    const char* kernel = entry.second == MatMulBinding::kInt8A8W8 ? "int8 A8W8" : "float packed";
+    std::cout << "  K=" << kn.first << " N=" << kn.second << "  x" << entry.first << "  " << kernel << "\n";
+  }
   return 0;
 }
 

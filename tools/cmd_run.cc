@@ -27,6 +27,7 @@ constexpr const char* kHelp =
     "  --temperature T        0 = greedy (default); --top-k K, --top-p P, --seed S\n"
     "  --chat                 wrap the prompt in Qwen's ChatML user/assistant turns\n"
     "  --threads N            threads for the kernels (default: all cores)\n"
+    "  --matmul float|int8    constant-weight MatMuls in float32 (default) or dynamic A8W8\n"
     "  --json                 print one JSON object at the end instead of streaming text:\n"
     "                         prompt_tokens, generated_ids, text, load_ms, prefill_ms, decode_ms_per_token,\n"
     "                         tokens_per_s\n"
@@ -67,6 +68,8 @@ int CmdRun(int argc, char** argv) {
   args.Take("--seed", &seed_s);
   args.Take("--threads", &threads_s);
   args.Take("--dump-logits", &dump);
+  std::string matmul;
+  args.Take("--matmul", &matmul);
   const bool chat = args.TakeFlag("--chat");
   const bool as_json = args.TakeFlag("--json");
   std::vector<std::string> pos;
@@ -76,6 +79,7 @@ int CmdRun(int argc, char** argv) {
 
   GenerateOptions gen;
   SessionOptions sopts;
+  if (auto s = ParseMatMulFlag(matmul, &sopts.matmul); !s.ok()) return Fail(s);
   int64_t v = 0;
   if (!n_s.empty()) {
     if (!ParseInt(n_s, &v) || v < 0) return Fail(absl::StrCat("--max-new-tokens '", n_s, "' is not a count"));

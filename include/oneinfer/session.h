@@ -15,6 +15,7 @@
 namespace oneinfer {
 
 enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kVerbose = 3 };
+enum class MatMulPrecision { kFloat32, kInt8 };
 
 struct SessionOptions {
   // Threads for the heavy kernels, counting the caller; 0 = the machine's cores.
@@ -22,6 +23,9 @@ struct SessionOptions {
   LogLevel log_level = LogLevel::kWarning;
   // Fold subgraphs whose inputs are all constants (shape arithmetic) at load.
   bool constant_folding = true;
+  // MatMuls with a constant float weight: float32 (default), or dynamic A8W8 (activations
+  // quantised per row at run time, weights per column once; int8 x int8 -> int32 kernels).
+  MatMulPrecision matmul = MatMulPrecision::kFloat32;
 };
 
 // Declared metadata of a graph input or output. shape is empty with has_shape false
