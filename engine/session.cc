@@ -240,6 +240,4 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
 size_t Session::peak_intermediate_bytes() const { return impl_->allocator().peak_bytes(); }
 void Session::ResetPeakIntermediateBytes() { impl_->allocator().ResetPeak(); }
 
-std::string VersionString() { return ONEINFER_VERSION; }
-
 }  // namespace oneinfer
