@@ -1,39 +1,114 @@
 #include "engine/thread_pool.h"
 
-#define EIGEN_USE_THREADS
-#include <unsupported/Eigen/CXX11/ThreadPool>
+#include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace oneinfer {
 
+namespace {
+// Decoding calls the pool hundreds of times per token with a few microseconds of other work in
+// between: workers spin this long before sleeping, so a call rarely pays a futex wake-up.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+struct Job {
+  const std::function<void(int64_t)>* fn = nullptr;
+  int64_t tasks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+
+  void Work() {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+      (*fn)(i);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+}  // namespace
+
 struct ThreadPool::Impl {
-  explicit Impl(int workers) : pool(workers) {}
-  Eigen::ThreadPool pool;
+  std::mutex mu;  // guards job, sleepers, stop
+  std::condition_variable wake;
+  std::shared_ptr<Job> job;
+  std::atomic<uint64_t> generation{0};
+  int sleepers = 0;
+  bool stop = false;
+  std::mutex run_mu;  // one job at a time; a nested or concurrent caller runs inline
+  std::vector<std::thread> workers;
+
+  void WorkerLoop() {
+    uint64_t seen = 0;
+    for (;;) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+      int polls = 0;
+      while (generation.load(std::memory_order_acquire) == seen) {
+        _mm_pause();
+        if (++polls % 64 == 0 && std::chrono::steady_clock::now() > spin_until) break;
+      }
+      std::shared_ptr<Job> current;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        if (generation.load(std::memory_order_acquire) == seen && !stop) {
+          ++sleepers;
+          wake.wait(lock, [&] { return stop || generation.load(std::memory_order_acquire) != seen; });
+          --sleepers;
+        }
+        if (stop) return;
+        seen = generation.load(std::memory_order_acquire);
+        current = job;
+      }
+      // A worker that arrives late finds next >= tasks and does nothing.
+      if (current) current->Work();
+    }
+  }
 };
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
-  if (num_threads_ > 1) impl_ = std::make_unique<Impl>(num_threads_ - 1);
+  if (num_threads_ > 1) {
+    impl_ = std::make_unique<Impl>();
+    for (int i = 1; i < num_threads_; ++i) impl_->workers.emplace_back([this] { impl_->WorkerLoop(); });
+  }
 }
 
-ThreadPool::~ThreadPool() = default;
+ThreadPool::~ThreadPool() {
+  if (!impl_) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  for (std::thread& t : impl_->workers) t.join();
+}
 
 void ThreadPool::RunTasks(int64_t tasks, const std::function<void(int64_t)>& fn) {
   if (tasks <= 0) return;
-  if (!impl_ || tasks == 1) {
+  auto inline_run = [&] {
     for (int64_t i = 0; i < tasks; ++i) fn(i);
-    return;
+  };
+  if (!impl_ || tasks == 1) return inline_run();
+  std::unique_lock<std::mutex> running(impl_->run_mu, std::try_to_lock);
+  if (!running.owns_lock()) return inline_run();
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->tasks = tasks;
+  bool notify;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->job = job;
+    impl_->generation.fetch_add(1, std::memory_order_release);
+    notify = impl_->sleepers > 0;
   }
-  // Task 0 runs on the caller so a 2-thread pool uses both cores without a handoff.
-  Eigen::Barrier barrier(static_cast<unsigned>(tasks - 1));
-  for (int64_t i = 1; i < tasks; ++i) {
-    impl_->pool.Schedule([&fn, &barrier, i] {
-      fn(i);
-      barrier.Notify();
-    });
-  }
-  fn(0);
-  barrier.Wait();
+  if (notify) impl_->wake.notify_all();
+  job->Work();  // the caller takes tasks too
+  while (job->done.load(std::memory_order_acquire) < tasks) _mm_pause();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->job.reset();
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
