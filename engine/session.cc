@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   const size_t loaded_nodes = g.nodes.size();
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
+  FuseRMSNorm(g);
   if (FuseStackedKVCache(g) > 0) {
     st = SortTopologically(g, {});
     if (!st.ok()) return st;

@@ -19,6 +19,6 @@ void RegisterSignalOps(KernelRegistry& r);        // ops/signal.cc (DFT, STFT, w
 void RegisterRandomOps(KernelRegistry& r);        // ops/random.cc
 void RegisterStringOps(KernelRegistry& r);        // ops/string.cc
 void RegisterTrainingOps(KernelRegistry& r);      // ops/training.cc (optimizers, losses)
-void RegisterKVCacheOps(KernelRegistry& r);         // ops/kv_cache.cc (engine-internal cache nodes)
+void RegisterFusedOps(KernelRegistry& r);         // ops/fused.cc (engine-internal fused nodes)
 
 }  // namespace oneinfer

@@ -43,7 +43,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterRandomOps(*r);
     RegisterStringOps(*r);
     RegisterTrainingOps(*r);
-    RegisterKVCacheOps(*r);
+    RegisterFusedOps(*r);
     return r;
   }();
   return *registry;

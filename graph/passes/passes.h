@@ -37,6 +37,10 @@ absl::StatusOr<int> FoldConstants(Graph& g, const NodeEvaluator& evaluate, size_
 // of caches rewritten. Requires topological order; run RemoveDeadNodes and SortTopologically after.
 int FuseStackedKVCache(Graph& g);
 
+// Rewrites Mul(x,x) -> ReduceMean(-1) -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(., w) into one
+// internal RMSNorm node (see rms_norm_fusion.cc). Returns the number of norms rewritten.
+int FuseRMSNorm(Graph& g);
+
 // Static shape and type inference over a sorted graph: fills g.value_info for every node output
 // whose element type and (possibly symbolic) shape follow from declared types, initializers and
 // constant inputs; unknown ops and unknown inputs leave outputs unknown. A declared type that

@@ -1,5 +1,7 @@
-// The engine's internal KV-cache nodes (domain oneinfer.internal), made by the
-// FuseStackedKVCache pass from the stacked past_kv/present_kv pattern; never in a model file.
+// The engine's internal fused nodes (domain oneinfer.internal), made by graph passes and never
+// read from a model file: the stacked KV cache's appends (FuseStackedKVCache) and RMSNorm
+// (FuseRMSNorm).
+#include <cmath>
 #include <cstring>
 
 #include "engine/kernel.h"
@@ -69,9 +71,34 @@ absl::Status FinishCompute(OpContext& ctx) {
   return absl::OkStatus();
 }
 
+// RMSNorm(x [..., D], w [D]) = x / sqrt(mean(x^2 over D) + epsilon) * w, in float32.
+absl::Status RMSNormCompute(OpContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  if (x.dtype() != DType::kFloat32 || w.dtype() != DType::kFloat32 || x.rank() < 1 || w.rank() != 1 ||
+      w.dim(0) != x.dim(-1)) {
+    return InvalidArgument(ctx, "RMSNorm of ", ShapeToString(x.shape()), " with weight ", ShapeToString(w.shape()));
+  }
+  const float eps = ctx.node().GetFloat("epsilon", 1e-6f);
+  const int64_t D = x.dim(-1), rows = D ? x.num_elements() / D : 0;
+  Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, x.shape());
+  const float* px = x.data<float>();
+  const float* pw = w.data<float>();
+  float* py = y.data<float>();
+  ParallelFor(ctx.thread_pool(), rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      Eigen::Map<const Eigen::ArrayXf> xr(px + r * D, D);
+      const float den = std::sqrt(xr.square().sum() / static_cast<float>(D) + eps);
+      Eigen::Map<Eigen::ArrayXf>(py + r * D, D) = xr / den * Eigen::Map<const Eigen::ArrayXf>(pw, D);
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-void RegisterKVCacheOps(KernelRegistry& r) {
+void RegisterFusedOps(KernelRegistry& r) {
+  r.AddFn("oneinfer.internal", "RMSNorm", 1, 1, RMSNormCompute);
   r.AddFn("oneinfer.internal", "KVCacheAppend", 1, 1, AppendCompute);
   r.AddFn("oneinfer.internal", "KVCacheFinish", 1, 1, FinishCompute);
 }
