@@ -85,8 +85,8 @@ class OpContext {
   // Sets output i to an existing tensor (a view of an input, a constant, ...).
   virtual void SetOutput(size_t i, Tensor t) = 0;
   virtual void SetOutputValue(size_t i, Value v) = 0;
-  // Scratch memory from the session's allocator.
-  virtual Tensor AllocateTemp(DType dtype, const Shape& shape) = 0;
+  // Scratch memory from the session's allocator (zero-filled unless zero is false).
+  virtual Tensor AllocateTemp(DType dtype, const Shape& shape, bool zero = true) = 0;
 
   virtual ThreadPool* thread_pool() const = 0;
   // Resolves a name read by one of this node's subgraphs (an implicit input).

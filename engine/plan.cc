@@ -109,8 +109,8 @@ class PlanContext : public OpContext {
   }
   void SetOutput(size_t i, Tensor t) override { OutputSlot(i) = Value::FromTensor(std::move(t)); }
   void SetOutputValue(size_t i, Value v) override { OutputSlot(i) = std::move(v); }
-  Tensor AllocateTemp(DType dtype, const Shape& shape) override {
-    return plan_.res_.allocator->Allocate(dtype, shape);
+  Tensor AllocateTemp(DType dtype, const Shape& shape, bool zero = true) override {
+    return plan_.res_.allocator->Allocate(dtype, shape, zero);
   }
   ThreadPool* thread_pool() const override { return plan_.res_.pool; }
   const Value* LookupOuterScope(const std::string& name) const override {
@@ -347,6 +347,17 @@ void ExecutionPlan::LogProfile(std::chrono::steady_clock::time_point start,
     absl::StrAppendFormat(&text, "\n%10.3f ms %5.1f%%  %s '%s'", ms[order[i]], total > 0 ? 100 * ms[order[i]] / total : 0.0,
                           n.op_type, n.name);
   }
+  // The same time by operator type, which says where a model's time goes at a glance.
+  std::map<std::string, std::pair<double, int>> by_op;
+  for (size_t k = 0; k < ms.size(); ++k) {
+    auto& e = by_op[steps_[k].node->op_type];
+    e.first += ms[k];
+    e.second++;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  absl::StrAppend(&text, "\nby operator:");
+  for (const auto& [op, e] : ops) absl::StrAppendFormat(&text, "\n%10.3f ms %5.1f%%  %s x%d", e.first, total > 0 ? 100 * e.first / total : 0.0, op, e.second);
   LogWrite(LogLevel::kVerbose, text);
 }
 

@@ -37,7 +37,14 @@ absl::Status AppendCompute(OpContext& ctx) {
   buffer_shape.insert(buffer_shape.begin(), past.dim(0));
   Tensor buffer;
   if (s == 0) {
-    buffer = ctx.AllocateOutputUninitialized(1, past.dtype(), buffer_shape);
+    // Room for kCapacityStep more positions: the cache grows by one position per step, and a
+    // block of the same size class comes back from the allocator instead of fresh zeroed pages.
+    constexpr int64_t kCapacityStep = 128;
+    Shape reserve = buffer_shape;
+    reserve[static_cast<size_t>(axis) + 1] = (P + S + kCapacityStep - 1) / kCapacityStep * kCapacityStep;
+    Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);
+    buffer = Tensor::Wrap(past.dtype(), buffer_shape, block.holder(), block.raw_data());
+    ctx.SetOutput(1, buffer);
   } else {
     buffer = ctx.input(2);  // written in place: each append owns its own slot
     if (buffer.shape() != buffer_shape) {
