@@ -126,12 +126,18 @@ absl::Status MatMulCompute(OpContext& ctx) {
   });
 }
 
-// MatMul whose B is a constant float32 matrix: B is packed into the GEMM's panel layout on
-// the first run (not at load, so loading never reads the weights), and every run streams the
-// packed panels. The mapped file pages are dropped once packed: the packed copy replaces them.
-class PackedMatMulKernel : public OpKernel {
+// MatMul whose B is a constant float32 [K, N] matrix. The weight is prepared into a kernel's
+// own layout on the first run (not at load, so loading never reads the weights), after which
+// its mapped file pages are dropped: the prepared copy replaces them. `Weights` is the prepared
+// form; `multiply(rows, a, weights, y, pool)` computes y = a * B.
+template <typename Weights>
+class ConstantWeightMatMulKernel : public OpKernel {
  public:
-  explicit PackedMatMulKernel(Tensor b) : b_(std::move(b)) {}
+  using Prepare = Weights (*)(const float* b, int64_t K, int64_t N, ThreadPool* pool);
+  using Multiply = void (*)(int64_t rows, const float* a, const Weights& w, float* y, ThreadPool* pool);
+  ConstantWeightMatMulKernel(Tensor b, Prepare prepare, Multiply multiply)
+      : b_(std::move(b)), prepare_(prepare), multiply_(multiply) {}
+
   absl::Status Compute(OpContext& ctx) const override {
     if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
     const Tensor& a = ctx.input(0);
@@ -140,55 +146,44 @@ class PackedMatMulKernel : public OpKernel {
     if (a.rank() < 1 || a.dim(-1) != K) {
       return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
     }
-    std::call_once(packed_once_, [&] {
-      packed_ = PackedMatrixB::Pack(false, K, N, b_.data<float>(), N, ctx.thread_pool());
-      ReleaseMappedPages(b_);
-    });
-    Shape out = a.shape();
-    out.back() = N;
-    const int64_t rows = a.num_elements() / K;
-    Tensor& y = ctx.AllocateOutput(0, DType::kFloat32, out);
-    if (y.num_elements() == 0) return absl::OkStatus();
-    SgemmPacked(rows, N, K, 1.f, a.data<float>(), K, packed_, 0.f, y.data<float>(), N, ctx.thread_pool());
-    return absl::OkStatus();
-  }
-
- private:
-  Tensor b_;
-  mutable std::once_flag packed_once_;
-  mutable PackedMatrixB packed_;
-};
-
-// Dynamic A8W8: activations quantised per row at run time, the constant weight per column
-// once (on the first run, like the float packing), int8 x int8 -> int32, then rescaled.
-class A8W8MatMulKernel : public OpKernel {
- public:
-  explicit A8W8MatMulKernel(Tensor b) : b_(std::move(b)) {}
-  absl::Status Compute(OpContext& ctx) const override {
-    if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
-    const Tensor& a = ctx.input(0);
-    const int64_t K = b_.dim(0), N = b_.dim(1);
-    if (a.dtype() != DType::kFloat32) return InvalidArgument(ctx, "A and B have different element types");
-    if (a.rank() < 1 || a.dim(-1) != K) {
-      return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
-    }
-    std::call_once(packed_once_, [&] {
-      weights_ = A8W8Weights::FromFloat(b_.data<float>(), K, N);
+    std::call_once(prepared_once_, [&] {
+      weights_ = prepare_(b_.data<float>(), K, N, ctx.thread_pool());
       ReleaseMappedPages(b_);
     });
     Shape out = a.shape();
     out.back() = N;
     Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, out);
     if (y.num_elements() == 0) return absl::OkStatus();
-    MatMulA8W8(a.num_elements() / K, a.data<float>(), weights_, y.data<float>(), ctx.thread_pool());
+    multiply_(a.num_elements() / K, a.data<float>(), weights_, y.data<float>(), ctx.thread_pool());
     return absl::OkStatus();
   }
 
  private:
   Tensor b_;
-  mutable std::once_flag packed_once_;
-  mutable A8W8Weights weights_;
+  Prepare prepare_;
+  Multiply multiply_;
+  mutable std::once_flag prepared_once_;
+  mutable Weights weights_;
 };
+
+// Float: B packed into the GEMM's panel layout, every run streams the packed panels.
+std::unique_ptr<OpKernel> MakePackedFloatMatMul(const Tensor& b) {
+  return std::make_unique<ConstantWeightMatMulKernel<PackedMatrixB>>(
+      b,
+      [](const float* w, int64_t K, int64_t N, ThreadPool* pool) { return PackedMatrixB::Pack(false, K, N, w, N, pool); },
+      [](int64_t rows, const float* a, const PackedMatrixB& w, float* y, ThreadPool* pool) {
+        SgemmPacked(rows, w.N(), w.K(), 1.f, a, w.K(), w, 0.f, y, w.N(), pool);
+      });
+}
+
+// Dynamic A8W8: B quantised per column once, activations per row each run, int8 x int8 -> int32.
+std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b) {
+  return std::make_unique<ConstantWeightMatMulKernel<A8W8Weights>>(
+      b, [](const float* w, int64_t K, int64_t N, ThreadPool*) { return A8W8Weights::FromFloat(w, K, N); },
+      [](int64_t rows, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
+        MatMulA8W8(rows, a, w, y, pool);
+      });
+}
 
 }  // namespace
 
@@ -205,8 +200,8 @@ namespace {
 absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) {
   const Tensor* b = init.ConstantInput(1);
   switch (BindMatMul(b, init.config().options.matmul)) {
-    case MatMulBinding::kInt8A8W8: return std::unique_ptr<OpKernel>(new A8W8MatMulKernel(*b));
-    case MatMulBinding::kFloatPacked: return std::unique_ptr<OpKernel>(new PackedMatMulKernel(*b));
+    case MatMulBinding::kInt8A8W8: return MakeA8W8MatMul(*b);
+    case MatMulBinding::kFloatPacked: return MakePackedFloatMatMul(*b);
     case MatMulBinding::kGeneric: break;
   }
   return MakeFnKernel(MatMulCompute)(init);
