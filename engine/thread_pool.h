@@ -1,6 +1,7 @@
 // Intra-op thread pool shared by the heavy kernels (GEMM, conv, reductions).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +31,27 @@ class ThreadPool {
   int num_threads_;
   std::unique_ptr<Impl> impl_;
 };
+
+// How a GEMM-like job of m_units x n_units blocks splits over `threads` tasks: the grid
+// m x n (m * n <= threads) that minimises the largest task; ties split N, so each task
+// streams its own slice of the weights once (what decoding is bound by).
+struct TaskGrid {
+  int64_t m = 1;
+  int64_t n = 1;
+};
+inline TaskGrid ChooseTaskGrid(int64_t m_units, int64_t n_units, int64_t threads) {
+  TaskGrid best;
+  int64_t best_cost = m_units * n_units;
+  for (int64_t n_split = 1; n_split <= std::min(threads, n_units); ++n_split) {
+    const int64_t m_split = std::max<int64_t>(1, std::min(m_units, threads / n_split));
+    const int64_t cost = ((m_units + m_split - 1) / m_split) * ((n_units + n_split - 1) / n_split);
+    if (cost <= best_cost) {
+      best_cost = cost;
+      best = {m_split, n_split};
+    }
+  }
+  return best;
+}
 
 // Null-safe helper: runs inline when pool is null.
 inline void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_chunk,

@@ -12,27 +12,6 @@ namespace oneinfer {
 namespace {
 
 // Copies n elements from src[soff..] to dst[doff..] (strings by assignment).
-void CopyElems(Tensor& dst, int64_t doff, const Tensor& src, int64_t soff, int64_t n) {
-  if (n <= 0) return;
-  if (src.dtype() == DType::kString) {
-    const std::string* s = src.data<std::string>() + soff;
-    std::string* d = dst.data<std::string>() + doff;
-    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
-    return;
-  }
-  const size_t es = DTypeSize(src.dtype());
-  std::memcpy(static_cast<char*>(dst.raw_data()) + doff * es, static_cast<const char*>(src.raw_data()) + soff * es,
-              static_cast<size_t>(n) * es);
-}
-
-int64_t Prod(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
-  return p;
-}
-
-bool IsPacked(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
-
 // Reads a one-element bool tensor.
 absl::StatusOr<bool> ReadCond(const OpContext& ctx, const Value* v, const char* what) {
   if (v == nullptr || !v->is_tensor() || v->tensor.dtype() != DType::kBool || v->tensor.num_elements() != 1) {

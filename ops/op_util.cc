@@ -1,6 +1,7 @@
 #include "ops/op_util.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace oneinfer {
 
@@ -58,6 +59,25 @@ absl::StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
     }
   }
   return out;
+}
+
+void CopyElems(Tensor& dst, int64_t doff, const Tensor& src, int64_t soff, int64_t n) {
+  if (n <= 0) return;
+  if (src.dtype() == DType::kString) {
+    const std::string* s = src.data<std::string>() + soff;
+    std::string* d = dst.data<std::string>() + doff;
+    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+    return;
+  }
+  const size_t es = DTypeSize(src.dtype());
+  std::memcpy(static_cast<char*>(dst.raw_data()) + doff * es, static_cast<const char*>(src.raw_data()) + soff * es,
+              static_cast<size_t>(n) * es);
+}
+
+int64_t Prod(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
+  return p;
 }
 
 std::vector<int64_t> Strides(const Shape& shape) {

@@ -87,6 +87,13 @@ std::vector<int64_t> Strides(const Shape& shape);
 // right-aligned against out.
 std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
 
+// Copies n elements of src (from element soff) into dst (from element doff); strings too.
+void CopyElems(Tensor& dst, int64_t doff, const Tensor& src, int64_t soff, int64_t n);
+// Product of s[from, to), clamped to the rank.
+int64_t Prod(const Shape& s, size_t from, size_t to);
+// 4-bit types pack two elements per byte, so element-wise copies cannot address them.
+inline bool IsPacked(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
+
 // Copies a tensor element-wise into another dtype (ONNX Cast semantics for numerics).
 absl::StatusOr<Tensor> CastTensor(const Tensor& in, DType to);
 

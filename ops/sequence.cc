@@ -38,25 +38,6 @@ absl::StatusOr<int64_t> ReadPosition(const OpContext& ctx, size_t i, int64_t n, 
   return p < 0 ? p + n : p;
 }
 
-void CopyElems(Tensor& dst, int64_t doff, const Tensor& src, int64_t soff, int64_t n) {
-  if (n <= 0) return;
-  if (src.dtype() == DType::kString) {
-    for (int64_t i = 0; i < n; ++i) dst.data<std::string>()[doff + i] = src.data<std::string>()[soff + i];
-    return;
-  }
-  const size_t es = DTypeSize(src.dtype());
-  std::memcpy(static_cast<char*>(dst.raw_data()) + doff * es, static_cast<const char*>(src.raw_data()) + soff * es,
-              static_cast<size_t>(n) * es);
-}
-
-int64_t Prod(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
-  return p;
-}
-
-bool IsPacked(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
-
 absl::Status SequenceEmpty(OpContext& ctx) {
   const int64_t dt = ctx.node().GetInt("dtype", static_cast<int64_t>(DType::kFloat32));
   if (DTypeSize(static_cast<DType>(dt)) == 0) return InvalidArgument(ctx, "dtype ", dt, " is not a tensor element type");

@@ -244,17 +244,8 @@ void Run(const Problem& p, ThreadPool* pool) {
   const int64_t np = (p.N + P - 1) / P;
   int64_t threads = pool != nullptr ? pool->num_threads() : 1;
   threads = std::max<int64_t>(1, std::min(threads, 2 * p.M * p.N * p.K / kMinTaskFlops));
-  // Grid tm x tn minimizing the largest task; ties favour splitting N (no duplicate B packing).
-  int64_t tm = 1, tn = 1, best_cost = mp * np;
-  for (int64_t n_split = 1; n_split <= std::min(threads, np); ++n_split) {
-    const int64_t m_split = std::min(mp, threads / n_split);
-    const int64_t cost = ((mp + m_split - 1) / m_split) * ((np + n_split - 1) / n_split);
-    if (cost <= best_cost) {
-      best_cost = cost;
-      tm = m_split;
-      tn = n_split;
-    }
-  }
+  const TaskGrid grid = ChooseTaskGrid(mp, np, threads);
+  const int64_t tm = grid.m, tn = grid.n;
   auto task = [&](int64_t i) {
     const int64_t im = i / tn, in = i % tn;
     const int64_t m0 = std::min(p.M, mp * im / tm * t.mr);
