@@ -97,6 +97,16 @@ TEST(Cli, ExecWithWrongDtypeNamesTheInput) {
   fs::remove_all(dir);
 }
 
+TEST(Cli, BadMatMulPrecisionIsNamed) {
+  const std::string model = " /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --matmul fp16";
+  for (const std::string cmd : {"inspect" + model, "exec" + model + " --input-dir /tmp --output-dir /tmp/o",
+                                "run" + model + " --prompt-ids 1"}) {
+    CliResult r = RunCli(cmd);
+    EXPECT_EQ(r.code, 1) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("--matmul 'fp16' must be float or int8"), std::string::npos) << cmd << "\n" << r.out;
+  }
+}
+
 TEST(Cli, MissingInputFolder) {
   CliResult r = RunCli("exec /usr/share/libonnx-testdata/data/node/test_relu/model.onnx --input-dir /nonexistent --output-dir /tmp/x");
   EXPECT_EQ(r.code, 1);
