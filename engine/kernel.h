@@ -40,6 +40,11 @@ class OpKernel {
  public:
   virtual ~OpKernel() = default;
   virtual absl::Status Compute(OpContext& ctx) const = 0;
+  // One-time preparation of constant operands (weight packing, quantisation). The session
+  // calls it once per top-level kernel at load unless SessionOptions::prepare_weights is
+  // false; Compute must still work without it (kernels then prepare on their first run), so
+  // implementations guard the work with their own once-flag.
+  virtual absl::Status PrepareWeights(ThreadPool* /*pool*/) const { return absl::OkStatus(); }
 };
 
 // What a kernel factory sees at load time.

@@ -255,6 +255,13 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::shared_
   return plan;
 }
 
+absl::Status ExecutionPlan::PrepareWeights() const {
+  for (const Step& step : steps_) {
+    if (absl::Status s = step.kernel->PrepareWeights(res_.pool); !s.ok()) return WithNode(s, *step.node);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
                                                           const OuterLookup& outer) const {
   std::vector<const Value*> ptr(slots_.size(), nullptr);

@@ -100,6 +100,9 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   if (!plan.ok()) return plan.status();
   s->plan_ = std::move(*plan);
   s->plan_->set_profile(level == LogLevel::kVerbose || ProfileRequested());
+  if (options.prepare_weights) {
+    if (absl::Status prepared = s->plan_->PrepareWeights(); !prepared.ok()) return prepared;
+  }
   size_t initializer_bytes = 0;
   for (const auto& [name, t] : g.initializers) initializer_bytes += t.byte_size();
   Log(level, LogLevel::kInfo,

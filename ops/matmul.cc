@@ -138,6 +138,14 @@ class ConstantWeightMatMulKernel : public OpKernel {
   ConstantWeightMatMulKernel(Tensor b, Prepare prepare, Multiply multiply)
       : b_(std::move(b)), prepare_(prepare), multiply_(multiply) {}
 
+  absl::Status PrepareWeights(ThreadPool* pool) const override {
+    std::call_once(prepared_once_, [&] {
+      weights_ = prepare_(b_.data<float>(), b_.dim(0), b_.dim(1), pool);
+      ReleaseMappedPages(b_);
+    });
+    return absl::OkStatus();
+  }
+
   absl::Status Compute(OpContext& ctx) const override {
     if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
     const Tensor& a = ctx.input(0);
@@ -146,10 +154,7 @@ class ConstantWeightMatMulKernel : public OpKernel {
     if (a.rank() < 1 || a.dim(-1) != K) {
       return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
     }
-    std::call_once(prepared_once_, [&] {
-      weights_ = prepare_(b_.data<float>(), K, N, ctx.thread_pool());
-      ReleaseMappedPages(b_);
-    });
+    PrepareWeights(ctx.thread_pool()).IgnoreError();  // a no-op after the session's load-time call
     Shape out = a.shape();
     out.back() = N;
     Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, out);

@@ -26,6 +26,10 @@ struct SessionOptions {
   // MatMuls with a constant float weight: float32 (default), or dynamic A8W8 (activations
   // quantised per row at run time, weights per column once; int8 x int8 -> int32 kernels).
   MatMulPrecision matmul = MatMulPrecision::kFloat32;
+  // Pack constant weights into the kernels' layouts during Load, so the first Run (a prompt's
+  // prefill) does only compute. false: each kernel prepares on its first run instead (a
+  // quick load for tools that only inspect a graph).
+  bool prepare_weights = true;
 };
 
 // Declared metadata of a graph input or output. shape is empty with has_shape false
