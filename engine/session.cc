@@ -4,6 +4,7 @@
 #include "engine/log.h"
 #include "engine/session_impl.h"
 #include "graph/passes/passes.h"
+#include "quant/qdq_gemm.h"
 
 namespace oneinfer {
 
@@ -44,6 +45,11 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   const size_t loaded_nodes = g.nodes.size();
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
+  if (options.qdq_fusion && QdqFusionEnabledByEnv()) {
+    FuseQdqMatMul(g);
+  } else if (QdqDebugEnabled()) {
+    QdqDebug("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)");
+  }
   FuseRMSNorm(g);
   if (FuseStackedKVCache(g) > 0) {
     st = SortTopologically(g, {});

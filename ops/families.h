@@ -20,5 +20,6 @@ void RegisterRandomOps(KernelRegistry& r);        // ops/random.cc
 void RegisterStringOps(KernelRegistry& r);        // ops/string.cc
 void RegisterTrainingOps(KernelRegistry& r);      // ops/training.cc (optimizers, losses)
 void RegisterFusedOps(KernelRegistry& r);         // ops/fused.cc (engine-internal fused nodes)
+void RegisterQdqMatMulOps(KernelRegistry& r);     // ops/qdq_matmul.cc (fused QDQ MatMul)
 
 }  // namespace oneinfer

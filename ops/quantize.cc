@@ -12,6 +12,7 @@
 #include "engine/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
+#include "ops/qdq_matmul.h"
 
 namespace oneinfer {
 
@@ -759,6 +760,15 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeQLinearConv(const KernelInit& init
   })(init);
 }
 
+// A constant B that fits the fused int8 kernel (ops/qdq_matmul.cc) binds it; everything else
+// (and every malformed input, which the reference reports) runs the reference function.
+KernelFactory BindConstantWeight(std::unique_ptr<OpKernel> (*fused)(const KernelInit&), KernelFn reference) {
+  return [fused, reference](const KernelInit& init) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    if (auto k = fused(init)) return k;
+    return MakeFnKernel(reference)(init);
+  };
+}
+
 KernelFactory QDQFactory(bool quantize) {
   return [quantize](const KernelInit& init) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
     auto a = ReadQDQAttrs(init, quantize);
@@ -781,9 +791,9 @@ void RegisterQuantizeOps(KernelRegistry& r) {
     r.Add("com.microsoft", op, 1, 1, QDQFactory(q));
   }
   r.AddFn("", "DynamicQuantizeLinear", 11, 21, DynamicQuantizeLinear);
-  r.AddFn("", "MatMulInteger", 10, 21, MatMulInteger);
-  r.AddFn("", "QLinearMatMul", 10, 20, QLinearMatMul);
-  r.AddFn("", "QLinearMatMul", 21, 21, QLinearMatMul);
+  r.Add("", "MatMulInteger", 10, 21, BindConstantWeight(MakeFusedMatMulInteger, MatMulInteger));
+  r.Add("", "QLinearMatMul", 10, 20, BindConstantWeight(MakeFusedQLinearMatMul, QLinearMatMul));
+  r.Add("", "QLinearMatMul", 21, 21, BindConstantWeight(MakeFusedQLinearMatMul, QLinearMatMul));
   r.Add("", "ConvInteger", 10, 21, MakeConvInteger);
   r.Add("", "QLinearConv", 10, 21, MakeQLinearConv);
 }

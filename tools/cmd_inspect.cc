@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/onnx_loader.h"
+#include "graph/passes/passes.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/matmul.h"
 #include "quant/gemm_s8.h"
@@ -22,7 +23,9 @@ constexpr const char* kHelp =
     "Prints the opset imports, an operator histogram, the graph inputs and outputs with their\n"
     "shapes, initializer bytes (inline and external data), and a census of MatMul nodes by\n"
     "weight shape (K, N) for MatMuls whose second operand is a constant, with the kernel each\n"
-    "is bound to under --matmul (float: the packed float GEMM; int8: dynamic A8W8).\n";
+    "is bound to under --matmul (float: the packed float GEMM; int8: dynamic A8W8), and the\n"
+    "QDQ MatMul groups (DequantizeLinear -> MatMul [-> QuantizeLinear]) the session fuses into\n"
+    "one int8 node, by form, with the reasons the other MatMuls are not fused.\n";
 
 std::string Human(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -121,6 +124,12 @@ int CmdInspect(int argc, char** argv) {
     const char* kernel = entry.second == MatMulBinding::kInt8A8W8 ? "int8 A8W8" : "float packed";
     std::cout << "  K=" << kn.first << " N=" << kn.second << "  x" << entry.first << "  " << kernel << "\n";
   }
+
+  const QdqFusionReport qdq = AnalyzeQdqFusion(g);
+  std::cout << "\nQDQ fusion" << (QdqFusionEnabledByEnv() ? "" : " (off at run time: ONEINFER_QDQ=0)") << ": "
+            << qdq.fused << " fused groups\n";
+  for (const auto& [form, n] : qdq.forms) std::cout << "  x" << n << "  " << form << "\n";
+  for (const auto& [why, n] : qdq.refused) std::cout << "  not fused: why=" << why << " count=" << n << "\n";
   return 0;
 }
 

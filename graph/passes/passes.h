@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,5 +48,27 @@ int FuseRMSNorm(Graph& g);
 // contradicts the inferred one (element type, rank or a fixed dim) is an InvalidArgument error
 // naming the value and both types. Returns the number of values typed.
 absl::StatusOr<int> InferShapes(Graph& g);
+
+// What the QDQ MatMul fusion found: fused groups by form, MatMuls left alone by reason.
+struct QdqFusionReport {
+  int fused = 0;
+  // "a=int8 w=int8 sx=tensor sw=column zp=none out=int8 sy=tensor" -> groups of that form
+  std::map<std::string, int> forms;
+  // why -> count: not_qdq (a float MatMul), weight_not_constant, scale_along_k, ...
+  // (output_quantize_kept counts fused groups whose QuantizeLinear stayed a separate node)
+  std::map<std::string, int> refused;
+};
+
+// Rewrites DequantizeLinear(x_q), DequantizeLinear(w_q constant) -> MatMul [-> QuantizeLinear]
+// into one oneinfer.internal QdqMatMul node (see qdq_fusion.cc for what is claimed and refused).
+// With ONEINFER_QDQ_DEBUG=1 logs each group's form and each refusal reason with its count.
+// Requires topological order; run RemoveDeadNodes after. Returns the number of groups fused.
+int FuseQdqMatMul(Graph& g, QdqFusionReport* report = nullptr);
+
+// The same selection without rewriting anything (oneinfer inspect, examples).
+QdqFusionReport AnalyzeQdqFusion(const Graph& g);
+
+// False when the environment says ONEINFER_QDQ=0 (the per-node control).
+bool QdqFusionEnabledByEnv();
 
 }  // namespace oneinfer

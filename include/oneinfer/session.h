@@ -30,6 +30,9 @@ struct SessionOptions {
   // prefill) does only compute. false: each kernel prepares on its first run instead (a
   // quick load for tools that only inspect a graph).
   bool prepare_weights = true;
+  // Fuse DequantizeLinear -> MatMul [-> QuantizeLinear] groups into one exact int8 node
+  // (docs/qdq.md). The environment variable ONEINFER_QDQ=0 turns it off as well.
+  bool qdq_fusion = true;
 };
 
 // Declared metadata of a graph input or output. shape is empty with has_shape false

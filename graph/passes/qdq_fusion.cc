@@ -1,0 +1,393 @@
+// QDQ MatMul fusion: the A8W8 pattern quantisation tools write (AMD Quark, ONNX Runtime's
+// quantizer),
+//   DequantizeLinear(x_q, s_x, zp_x) ---.
+//                                        MatMul -> y [-> QuantizeLinear(s_y, zp_y) -> y_q]
+//   DequantizeLinear(w_q, s_w, zp_w) ---'
+// becomes one oneinfer.internal QdqMatMul node reading x_q, w_q and the scales and zero points
+// directly, so no dequantised float tensor is ever allocated (ops/qdq_matmul.cc runs it on the
+// int8 GEMM; quant/qdq_gemm.h has the arithmetic).
+//
+// Selector (what is claimed): DQ in ai.onnx or com.microsoft on both MatMul operands; w_q a
+// constant 2-D int8/uint8 initializer; every scale and zero point constant; float32 scales;
+// x_q int8/uint8 (from its zero point's type or its declared type); scales per tensor, or per
+// axis along x's row axis (rank - 2) and w's column axis (1); no block quantisation. The
+// QuantizeLinear is folded when it is the MatMul output's only reader and its scale (per tensor,
+// per row or per column, finite and non-zero) and zero point (int8/uint8) are constants;
+// otherwise the fused node outputs float32 and the QuantizeLinear runs as it is.
+// Anything else is refused and left on the per-node path, which computes the same function and
+// reports malformed parameters itself (refusal `invalid_params`): a scale along K cannot be
+// folded (it weighs products inside the sum), a non-constant weight cannot be packed.
+// The action: the MatMul is replaced in place by the fused node (so the order stays
+// topological), a folded QuantizeLinear is removed, and DequantizeLinear nodes whose outputs
+// have no other reader are left for RemoveDeadNodes.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "graph/passes/passes.h"
+#include "quant/gemm_s8.h"
+#include "quant/qdq_gemm.h"
+
+namespace oneinfer {
+
+namespace {
+
+bool IsQdqDomain(const std::string& d) { return d.empty() || d == "ai.onnx" || d == "com.microsoft"; }
+bool IsOp(const Node& n, const char* op) { return IsQdqDomain(n.domain) && n.op_type == op; }
+bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+bool Single(const Tensor& t) { return t.num_elements() == 1 && t.rank() <= 1; }
+
+const Tensor* Const(const Graph& g, const std::string& name) {
+  if (name.empty()) return nullptr;
+  auto it = g.initializers.find(name);
+  if (it == g.initializers.end()) return nullptr;
+  // An initializer that is also a graph input can be overridden by a feed: not a constant.
+  for (const ValueInfo& v : g.inputs) {
+    if (v.name == name) return nullptr;
+  }
+  return &it->second;
+}
+
+// Declared rank of a value, or -1.
+int64_t DeclaredRank(const Graph& g, const std::string& name) {
+  const TypeInfo* t = g.FindType(name);
+  if (t == nullptr || t->kind != TypeInfo::Kind::kTensor || !t->shape) return -1;
+  return static_cast<int64_t>(t->shape->size());
+}
+
+DType DeclaredType(const Graph& g, const std::string& name) {
+  if (const Tensor* c = Const(g, name)) return c->dtype();
+  const TypeInfo* t = g.FindType(name);
+  return t != nullptr && t->kind == TypeInfo::Kind::kTensor ? t->elem : DType::kUndefined;
+}
+
+// Fixed size of dim d of a declared value, or -1.
+int64_t DeclaredDim(const Graph& g, const std::string& name, int64_t d) {
+  const TypeInfo* t = g.FindType(name);
+  if (t == nullptr || t->kind != TypeInfo::Kind::kTensor || !t->shape || d < 0 ||
+      d >= static_cast<int64_t>(t->shape->size())) {
+    return -1;
+  }
+  return (*t->shape)[static_cast<size_t>(d)].value;
+}
+
+bool PerAxisAllowed(const Graph& g, const Node& q) {
+  return q.domain == "com.microsoft" || g.OpsetFor(q.domain) >= 13;
+}
+
+// A Q/DQ node's scale and zero point: constants, a supported type, matching shapes.
+struct QParams {
+  const Tensor* scale = nullptr;
+  const Tensor* zp = nullptr;  // null when absent
+};
+
+// Empty string when usable, else the refusal reason.
+std::string ReadQParams(const Graph& g, const Node& q, QParams* out) {
+  if (q.inputs.size() < 2) return "invalid_params";
+  out->scale = Const(g, q.inputs[1]);
+  if (out->scale == nullptr) return "params_not_constant";
+  if (q.HasInput(2)) {
+    out->zp = Const(g, q.inputs[2]);
+    if (out->zp == nullptr) return "params_not_constant";
+  }
+  if (q.GetInt("block_size", 0) != 0) return "blocked";
+  if (out->scale->dtype() != DType::kFloat32) return "unsupported_type";
+  if (out->scale->num_elements() < 1 || out->scale->rank() > 1) return "invalid_params";
+  if (out->zp != nullptr) {
+    if (!Is8Bit(out->zp->dtype())) return "unsupported_type";
+    const bool both_single = Single(*out->zp) && Single(*out->scale);
+    if (out->zp->shape() != out->scale->shape() && !both_single) return "invalid_params";
+  }
+  if (!Single(*out->scale) && !PerAxisAllowed(g, q)) return "invalid_params";
+  return "";
+}
+
+std::vector<int32_t> Ints(const Tensor* t) {
+  std::vector<int32_t> v;
+  if (t == nullptr) return v;
+  for (int64_t i = 0; i < t->num_elements(); ++i) {
+    v.push_back(t->dtype() == DType::kUInt8 ? int32_t{t->data<uint8_t>()[i]} : int32_t{t->data<int8_t>()[i]});
+  }
+  return v;
+}
+
+bool AnyNonZero(const Tensor* t) {
+  for (int32_t v : Ints(t)) {
+    if (v != 0) return true;
+  }
+  return false;
+}
+
+Attribute StringAttr(const std::string& name, const std::string& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kString;
+  a.s = v;
+  return a;
+}
+
+Attribute IntAttr(const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+
+const char* AxisName(int64_t y_axis) { return y_axis == 1 ? "row" : y_axis == 2 ? "column" : "tensor"; }
+
+int Run(Graph& g, QdqFusionReport* report, bool rewrite, bool log) {
+  QdqFusionReport local;
+  QdqFusionReport& rep = report != nullptr ? *report : local;
+  std::map<std::string, size_t> producer;
+  std::map<std::string, int> readers;
+  std::map<std::string, size_t> last_reader;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (const std::string& o : g.nodes[k].outputs) if (!o.empty()) producer[o] = k;
+    for (const std::string& i : g.nodes[k].inputs) {
+      if (i.empty()) continue;
+      readers[i]++;
+      last_reader[i] = k;
+    }
+    for (const std::string& i : g.nodes[k].implicit_inputs) readers[i] += 2;
+  }
+  for (const ValueInfo& o : g.outputs) readers[o.name] += 2;  // a graph output keeps its producer
+  auto dq_of = [&](const std::string& v) -> const Node* {
+    auto it = producer.find(v);
+    if (it == producer.end() || !IsOp(g.nodes[it->second], "DequantizeLinear")) return nullptr;
+    return &g.nodes[it->second];
+  };
+
+  std::vector<bool> drop(g.nodes.size(), false);
+  int fused = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& mm = g.nodes[k];
+    if (!(mm.domain.empty() || mm.domain == "ai.onnx") || mm.op_type != "MatMul") continue;
+    auto refuse = [&](const std::string& why) { rep.refused[why]++; };
+    if (mm.inputs.size() != 2 || !mm.HasOutput(0)) {
+      refuse("invalid_params");
+      continue;
+    }
+    const Node* dqx = dq_of(mm.inputs[0]);
+    const Node* dqw = dq_of(mm.inputs[1]);
+    if (dqx == nullptr && dqw == nullptr) {
+      refuse("not_qdq");
+      continue;
+    }
+    if (dqx == nullptr) {
+      refuse("activation_not_dequantized");
+      continue;
+    }
+    if (dqw == nullptr) {
+      refuse("weight_not_dequantized");
+      continue;
+    }
+    const Tensor* wq = Const(g, dqw->inputs[0]);
+    if (wq == nullptr) {
+      refuse("weight_not_constant");
+      continue;
+    }
+    if (!Is8Bit(wq->dtype())) {
+      refuse("unsupported_type");
+      continue;
+    }
+    if (wq->rank() != 2) {
+      refuse("weight_not_2d");
+      continue;
+    }
+    const int64_t K = wq->dim(0), N = wq->dim(1);
+    if (K < 1 || N < 1 || K > PackedWeightsS8::kMaxK) {
+      refuse("weight_shape");
+      continue;
+    }
+    QParams pw, px;
+    if (std::string why = ReadQParams(g, *dqw, &pw); !why.empty()) {
+      refuse(why);
+      continue;
+    }
+    if (std::string why = ReadQParams(g, *dqx, &px); !why.empty()) {
+      refuse(why);
+      continue;
+    }
+    if (pw.zp != nullptr && pw.zp->dtype() != wq->dtype()) {
+      refuse("invalid_params");
+      continue;
+    }
+    // The weight's scale: per tensor, or along axis 1 (one per output column).
+    if (!Single(*pw.scale)) {
+      const int64_t axis = dqw->GetInt("axis", 1);
+      const int64_t a = axis < 0 ? axis + 2 : axis;
+      if (a == 0 && pw.scale->dim(0) == K) {
+        refuse("scale_along_k");
+        continue;
+      }
+      if (a != 1 || pw.scale->dim(0) != N) {
+        refuse("invalid_params");
+        continue;
+      }
+    }
+    // The activation type: its zero point's, else its declared type.
+    const std::string& xq = dqx->inputs[0];
+    DType declared = DeclaredType(g, xq);
+    if (declared == DType::kUndefined && producer.count(xq) && IsOp(g.nodes[producer[xq]], "QuantizeLinear")) {
+      // Made by a QuantizeLinear: its zero point's type, else output_dtype, else uint8.
+      const Node& qx = g.nodes[producer[xq]];
+      const Tensor* z = qx.HasInput(2) ? Const(g, qx.inputs[2]) : nullptr;
+      const int64_t od = qx.domain == "com.microsoft" ? 0 : qx.GetInt("output_dtype", 0);
+      declared = z != nullptr ? z->dtype() : od != 0 ? static_cast<DType>(od) : DType::kUInt8;
+      if (qx.HasInput(2) && z == nullptr) declared = DType::kUndefined;
+    }
+    const DType xt = px.zp != nullptr ? px.zp->dtype() : declared;
+    if (xt == DType::kUndefined) {
+      refuse("activation_type_unknown");
+      continue;
+    }
+    if (!Is8Bit(xt)) {
+      refuse("unsupported_type");
+      continue;
+    }
+    if (declared != DType::kUndefined && declared != xt) {
+      refuse("invalid_params");
+      continue;
+    }
+    // The activation's scale: per tensor, or along its row axis (rank - 2).
+    const int64_t xrank = DeclaredRank(g, xq);
+    if (!Single(*px.scale)) {
+      const int64_t axis = dqx->GetInt("axis", 1);
+      if (xrank < 0 && axis >= 0) {
+        refuse("activation_rank_unknown");
+        continue;
+      }
+      if (xrank >= 0 && (axis < -xrank || axis >= xrank)) {
+        refuse("invalid_params");
+        continue;
+      }
+      const int64_t from_end = xrank >= 0 ? (axis < 0 ? -axis : xrank - axis) : -axis;  // 1 = K, 2 = rows
+      if (from_end == 1) {
+        refuse("scale_along_k");
+        continue;
+      }
+      if (from_end != 2) {
+        refuse("scale_along_batch");
+        continue;
+      }
+      const int64_t rows = xrank >= 0 ? DeclaredDim(g, xq, xrank - 2) : -1;
+      if (rows >= 0 && rows != px.scale->dim(0)) {
+        refuse("invalid_params");
+        continue;
+      }
+    }
+
+    // The output QuantizeLinear, when it is the only reader of the MatMul's output.
+    const std::string& y = mm.outputs[0];
+    const Node* q = nullptr;
+    QParams py;
+    int64_t y_axis = 0;
+    DType yt = DType::kFloat32;
+    if (readers[y] == 1) {
+      const Node& cand = g.nodes[last_reader[y]];
+      if (IsOp(cand, "QuantizeLinear") && !cand.inputs.empty() && cand.inputs[0] == y && cand.HasOutput(0) &&
+          ReadQParams(g, cand, &py).empty()) {
+        bool ok = true;
+        // Output type: the zero point's, else output_dtype (opset 21), else uint8.
+        DType t = py.zp != nullptr ? py.zp->dtype() : DType::kUInt8;
+        const int64_t od = cand.domain == "com.microsoft" ? 0 : cand.GetInt("output_dtype", 0);
+        if (od != 0) {
+          ok = ok && (py.zp == nullptr || static_cast<int64_t>(py.zp->dtype()) == od);
+          t = static_cast<DType>(od);
+        }
+        ok = ok && Is8Bit(t);
+        for (int64_t i = 0; ok && i < py.scale->num_elements(); ++i) {
+          const float s = py.scale->data<float>()[i];
+          ok = s != 0.0f && std::isfinite(s);
+        }
+        if (ok && !Single(*py.scale)) {
+          const int64_t axis = cand.GetInt("axis", 1);
+          const int64_t yrank = xrank;  // MatMul keeps the activation's rank (>= 2 here)
+          const int64_t from_end = axis < 0 ? -axis : (yrank >= 2 ? yrank - axis : 0);
+          if (from_end == 1 && py.scale->dim(0) == N) {
+            y_axis = 2;
+          } else if (from_end == 2 && (yrank < 0 || DeclaredDim(g, xq, yrank - 2) < 0 ||
+                                       DeclaredDim(g, xq, yrank - 2) == py.scale->dim(0))) {
+            y_axis = 1;
+          } else {
+            ok = false;
+          }
+        }
+        if (ok) {
+          q = &cand;
+          yt = t;
+        } else {
+          rep.refused["output_quantize_kept"]++;
+        }
+      }
+    }
+
+    const bool zx = AnyNonZero(px.zp), zw = AnyNonZero(pw.zp) || wq->dtype() == DType::kUInt8;
+    const std::string form = absl::StrCat(
+        "a=", DTypeName(xt), " w=", DTypeName(wq->dtype()), " sx=", Single(*px.scale) ? "tensor" : "row",
+        " sw=", Single(*pw.scale) ? "tensor" : "column", " zp=", zx && zw ? "x,w" : zx ? "x" : zw ? "w" : "none",
+        " out=", DTypeName(yt), q != nullptr ? absl::StrCat(" sy=", AxisName(y_axis)) : "");
+    rep.forms[form]++;
+    ++rep.fused;
+    ++fused;
+    if (log) {
+      QdqDebug(absl::StrCat("qdq_group node=", mm.name.empty() ? y : mm.name, " k=", K, " n=", N, " ", form,
+                            " sx_n=", px.scale->num_elements(), " sw_n=", pw.scale->num_elements(),
+                            " zp_x=", px.zp ? px.zp->num_elements() : 0, " zp_w=", pw.zp ? pw.zp->num_elements() : 0,
+                            q != nullptr ? absl::StrCat(" zp_y=", py.zp && Single(*py.zp) ? Ints(py.zp)[0] : 0)
+                                         : std::string()));
+    }
+    if (!rewrite) continue;
+
+    Node f;
+    f.op_type = "QdqMatMul";
+    f.domain = "oneinfer.internal";
+    f.name = mm.name.empty() ? absl::StrCat("qdq_matmul_", fused) : mm.name;
+    f.inputs = {xq,
+                dqx->inputs[1],
+                dqx->HasInput(2) ? dqx->inputs[2] : std::string(),
+                dqw->inputs[0],
+                dqw->inputs[1],
+                dqw->HasInput(2) ? dqw->inputs[2] : std::string()};
+    if (q != nullptr) {
+      f.inputs.push_back(q->inputs[1]);
+      f.inputs.push_back(q->HasInput(2) ? q->inputs[2] : std::string());
+      f.outputs = {q->outputs[0]};
+      drop[static_cast<size_t>(q - g.nodes.data())] = true;
+    } else {
+      f.outputs = {y};
+    }
+    f.attrs["out"] = StringAttr("out", yt == DType::kInt8 ? "int8" : yt == DType::kUInt8 ? "uint8" : "float32");
+    f.attrs["y_axis"] = IntAttr("y_axis", y_axis);
+    g.nodes[k] = std::move(f);
+  }
+  if (log) {
+    for (const auto& [why, count] : rep.refused) QdqDebug(absl::StrCat("qdq_refused why=", why, " count=", count));
+    QdqDebug(absl::StrCat("qdq_fused count=", fused));
+  }
+  if (!rewrite || fused == 0) return fused;
+  std::vector<Node> kept;
+  for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+  g.opsets["oneinfer.internal"] = 1;
+  return fused;
+}
+
+}  // namespace
+
+bool QdqFusionEnabledByEnv() {
+  const char* v = std::getenv("ONEINFER_QDQ");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+int FuseQdqMatMul(Graph& g, QdqFusionReport* report) { return Run(g, report, true, QdqDebugEnabled()); }
+
+QdqFusionReport AnalyzeQdqFusion(const Graph& g) {
+  QdqFusionReport report;
+  Run(const_cast<Graph&>(g), &report, /*rewrite=*/false, /*log=*/false);
+  return report;
+}
+
+}  // namespace oneinfer
