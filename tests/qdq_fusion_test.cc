@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -444,6 +446,13 @@ TEST(QdqFusion, DebugLinesAndLazyColumnSums) {
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Count(r.debug, "qdq_refused why=scale_along_k count=1"), 1);
   EXPECT_EQ(Count(r.debug, "qdq_fused count=0"), 1);
+  // ONEINFER_QDQ=0: the pass does not run (the control).
+  setenv("ONEINFER_QDQ", "0", 1);
+  r = RunCase(sym, true);
+  unsetenv("ONEINFER_QDQ");
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Count(r.debug, "qdq_fused"), 0);
+  EXPECT_EQ(Count(r.debug, "qdq_disabled"), 1);
 }
 
 // ---------------------------------------------------------------- refusals
@@ -725,6 +734,45 @@ INSTANTIATE_TEST_SUITE_P(Qwen3, QdqFusionNpu, ::testing::ValuesIn(kQwen3Shapes),
                          [](const ::testing::TestParamInfo<Shape2>& info) {
                            return absl::StrCat("k", info.param.k, "_n", info.param.n);
                          });
+
+// The environment's wiring: the child (this binary again, with ONEINFER_NPU_EMULATE=1 and
+// ONEINFER_NPU_DESIGNS set) runs a fused group on the process-wide router, configured from the
+// environment on first use, as a session in production would.
+TEST(QdqFusionNpuEnv, ChildRunsOnTheGlobalRouter) {
+  if (std::getenv("ONEINFER_QDQ_NPU_CHILD") == nullptr) GTEST_SKIP() << "run by GlobalRouterFromTheEnvironment";
+  Case c;
+  c.x_shape = {32, 1024};
+  c.N = 1024;
+  c.zp_x = {-3};
+  npu::TraceCapture capture;
+  RunResult r = RunCase(c, true);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(capture.Count("npu_qdq_device m=32 k=1024 n=1024 design=64x1024x1024"), 1);
+  EXPECT_EQ(capture.Count("npu_qdq_fallback"), 0);
+  EXPECT_EQ(capture.Count("npu_qdq_host_rows"), 0);
+  Built b = Build(c);
+  std::vector<int8_t> ref(32 * 1024);
+  QdqGemmReference(ParamsOf(c, b), 32, b.x.data(), false, ref.data());
+  EXPECT_EQ(std::memcmp(r.y.raw_data(), ref.data(), ref.size()), 0);
+}
+
+TEST(QdqFusionNpuEnv, GlobalRouterFromTheEnvironment) {
+  DesignFiles files;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = absl::StrCat("ONEINFER_QDQ_NPU_CHILD=1 ONEINFER_NPU_EMULATE=1 ONEINFER_NPU_DESIGNS='",
+                                       files.Entry(64, 1024, 1024), "' ", self,
+                                       " --gtest_filter=QdqFusionNpuEnv.ChildRunsOnTheGlobalRouter 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+  EXPECT_EQ(out.find("SKIPPED"), std::string::npos) << out;
+}
 
 // ---------------------------------------------------------------- QLinearMatMul, MatMulInteger
 
