@@ -426,6 +426,61 @@ TEST(QdqFusion, MultiThreadedIsBitIdentical) {
   EXPECT_EQ(AsInts(one.y), AsInts(two.y));
 }
 
+// The core on its own: random shapes, types, layouts and zero points, fast path == reference on
+// every int8 tier this CPU runs.
+TEST(QdqGemmCore, RandomFormsMatchTheReferenceOnEveryTier) {
+  for (const std::string& tier : Int8SupportedTiers()) {
+    SCOPED_TRACE(tier);
+    ASSERT_TRUE(Int8ForceTierForTesting(tier.c_str()));
+    std::mt19937 rng(3);
+    for (int t = 0; t < 60; ++t) {
+      QdqGemmParams p;
+      const int64_t M = 1 + rng() % 40, K = 1 + rng() % 300, N = 1 + rng() % 70;
+      const bool au = rng() % 2, wu = rng() % 3 == 0;
+      std::vector<uint8_t> a = RandomBytes(M * K, rng(), au), w = RandomBytes(K * N, rng(), wu);
+      p.K = K;
+      p.N = N;
+      p.w = w.data();
+      p.w_unsigned = wu;
+      p.x_unsigned = au;
+      const int64_t R = rng() % 2 ? M : 1, C = rng() % 2 ? N : 1;
+      p.s_x.resize(R);
+      for (auto& v : p.s_x) v = 0.01f + (rng() % 100) * 1e-4f;
+      if (rng() % 2) {
+        p.zp_x.resize(R);
+        for (auto& z : p.zp_x) z = au ? int(rng() % 256) : int(rng() % 256) - 128;
+      }
+      p.s_w.resize(C);
+      for (auto& v : p.s_w) v = 0.001f + (rng() % 100) * 1e-5f;
+      if (rng() % 2) {
+        p.zp_w.resize(C);
+        for (auto& z : p.zp_w) z = wu ? int(rng() % 256) : int(rng() % 256) - 128;
+      }
+      const int o = rng() % 4;
+      p.out = o == 0 ? QdqOut::kFloat32 : o == 1 ? QdqOut::kInt8 : o == 2 ? QdqOut::kUInt8 : QdqOut::kInt32;
+      if (o == 1 || o == 2) {
+        const int ya = rng() % 3;
+        p.y_axis = ya == 0 ? QdqYAxis::kTensor : ya == 1 ? QdqYAxis::kRow : QdqYAxis::kColumn;
+        p.s_y.resize(ya == 0 ? 1 : ya == 1 ? M : N);
+        for (auto& v : p.s_y) v = p.s_x[0] * p.s_w[0] * std::sqrt(static_cast<float>(K)) * 100.f * (1 + (rng() % 10) * 0.1f);
+        if (rng() % 2) {
+          p.zp_y.resize(p.s_y.size());
+          for (auto& z : p.zp_y) z = o == 2 ? int(rng() % 256) : int(rng() % 256) - 128;
+        }
+      }
+      auto g = QdqGemm::Create(p);
+      ASSERT_TRUE(g.ok()) << g.status();
+      const size_t es = o == 0 || o == 3 ? 4 : 1;
+      std::vector<uint8_t> fast(M * N * es), ref(M * N * es);
+      std::vector<int32_t> c(M * N);
+      (*g)->Run(M, a.data(), au, fast.data(), c.data(), nullptr);
+      QdqGemmReference(p, M, a.data(), au, ref.data());
+      EXPECT_EQ(fast, ref) << "case " << t << ": M=" << M << " K=" << K << " N=" << N << " out=" << o;
+    }
+  }
+  Int8ForceTierForTesting(nullptr);
+}
+
 // ---------------------------------------------------------------- traces
 
 TEST(QdqFusion, DebugLinesAndLazyColumnSums) {
