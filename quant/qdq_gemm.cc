@@ -226,8 +226,14 @@ void QdqGemm::Epilogue(int64_t rows, int64_t row0, const void* a, bool a_unsigne
   const bool need_rowsum = !zw_.empty();
   DispatchOut(p_.out, [&](auto tag) {
     constexpr QdqOut kOut = decltype(tag)::value;
-    ParallelFor(pool, rows, std::max<int64_t>(1, 16384 / N), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
+    // Tasks of one row x up to kEpilogueColumns columns, so a decode row over a wide output
+    // (lm_head) splits across threads too.
+    constexpr int64_t kEpilogueColumns = 4096;
+    const int64_t chunks = (N + kEpilogueColumns - 1) / kEpilogueColumns;
+    ParallelFor(pool, rows * chunks, std::max<int64_t>(1, 16384 / std::min(N, kEpilogueColumns)), [&](int64_t b, int64_t e) {
+      for (int64_t task = b; task < e; ++task) {
+        const int64_t r = task / chunks;
+        const int64_t n0 = task % chunks * kEpilogueColumns, n1 = std::min(N, n0 + kEpilogueColumns);
         const int64_t R = row0 + r;
         int64_t rowsum = 0;
         if (need_rowsum) {
@@ -245,7 +251,7 @@ void QdqGemm::Epilogue(int64_t rows, int64_t row0, const void* a, bool a_unsigne
         const int32_t zy_row =
             p_.y_axis == QdqYAxis::kRow && !p_.zp_y.empty() ? p_.zp_y[QdqRowIndex(R, p_.zp_y.size())] : 0;
         const int32_t* cr = c + r * N;
-        for (int64_t n = 0; n < N; ++n) {
+        for (int64_t n = n0; n < n1; ++n) {
           const int64_t zw = need_rowsum ? zw_[QdqColIndex(n, zw_.size())] : 0;
           int64_t acc = cr[n];
           if (colsum) acc -= zx * colsum[n];
