@@ -1,6 +1,7 @@
 // Quantisation operators: reference (plain, exact, per-node) implementations.
 //   QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21; com.microsoft 1), DynamicQuantizeLinear,
-//   MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
+//   MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv. (MatMulInteger and QLinearMatMul with a constant B
+//   bind the fused int8 kernel of ops/qdq_matmul.cc when it fits; the functions here stay their reference.)
 // Rounding is round-half-to-even (std::nearbyint under the default rounding mode), then the zero point is
 // added, then the value saturates to the type's range. Integer products accumulate exactly in int64.
 #include <algorithm>
