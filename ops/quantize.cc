@@ -216,6 +216,41 @@ absl::StatusOr<QuantLayout> MakeLayout(const Shape& x, const Tensor& scale, cons
   return L;
 }
 
+// Fast paths of the two loops below for float32 <-> int8/uint8 (per tensor or per axis): the same
+// float operations on the tensors' own storage, without the widened copies, split over threads.
+template <typename Out>
+void QuantizeF32(const float* x, int64_t n, const QuantLayout& L, const std::vector<float>& s,
+                 const std::vector<int32_t>& z, int64_t lo, int64_t hi, Out* y, ThreadPool* pool) {
+  ParallelFor(pool, n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
+    if (L.mode == QuantLayout::Mode::kTensor) {
+      const float sc = s[0];
+      const int32_t zp = z[0];
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<Out>(Saturate(static_cast<double>(std::nearbyint(x[i] / sc)) + zp, lo, hi));
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        const size_t k = static_cast<size_t>(L.ScaleIndex(i));
+        y[i] = static_cast<Out>(Saturate(static_cast<double>(std::nearbyint(x[i] / s[k])) + z[k], lo, hi));
+      }
+    }
+  });
+}
+
+template <typename In>
+void DequantizeToF32(const In* x, int64_t n, const QuantLayout& L, const std::vector<float>& s,
+                     const std::vector<int32_t>& z, float* y, ThreadPool* pool) {
+  ParallelFor(pool, n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
+    if (L.mode == QuantLayout::Mode::kTensor) {
+      const float sc = s[0], zp = static_cast<float>(z[0]);
+      for (int64_t i = b; i < e; ++i) y[i] = (static_cast<float>(x[i]) - zp) * sc;
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        const size_t k = static_cast<size_t>(L.ScaleIndex(i));
+        y[i] = (static_cast<float>(x[i]) - static_cast<float>(z[k])) * s[k];
+      }
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // QuantizeLinear
 
@@ -289,6 +324,13 @@ class QuantizeLinearKernel : public OpKernel {
     int64_t lo, hi;
     QuantRange(out_t, &lo, &hi);
     const int64_t n = x.num_elements();
+    if (xt == DType::kFloat32 && (out_t == DType::kInt8 || out_t == DType::kUInt8) &&
+        L->mode != QuantLayout::Mode::kBlock) {
+      Tensor& y = ctx.AllocateOutputUninitialized(0, out_t, x.shape());
+      if (out_t == DType::kInt8) QuantizeF32(x.data<float>(), n, *L, *sv, zv, lo, hi, y.data<int8_t>(), ctx.thread_pool());
+      else QuantizeF32(x.data<float>(), n, *L, *sv, zv, lo, hi, y.data<uint8_t>(), ctx.thread_pool());
+      return absl::OkStatus();
+    }
     std::vector<int32_t> q(static_cast<size_t>(n));
     if (xt == DType::kInt32) {
       // int32 input: divide in double (exact for every int32 numerator).
@@ -339,8 +381,6 @@ class DequantizeLinearKernel : public OpKernel {
     if (!L.ok()) return InvalidArgument(ctx, L.status().message());
     auto sv = ReadFloats(scale);
     if (!sv.ok()) return InvalidArgument(ctx, sv.status().message());
-    auto xv = UnpackInts(x);
-    if (!xv.ok()) return InvalidArgument(ctx, xv.status().message());
     std::vector<int32_t> zv(sv->size(), 0);
     if (zp != nullptr) {
       auto z = UnpackInts(*zp);
@@ -348,6 +388,14 @@ class DequantizeLinearKernel : public OpKernel {
       zv = std::move(*z);
     }
     const int64_t n = x.num_elements();
+    if ((xt == DType::kInt8 || xt == DType::kUInt8) && st == DType::kFloat32 && L->mode != QuantLayout::Mode::kBlock) {
+      float* y = ctx.AllocateOutputUninitialized(0, st, x.shape()).data<float>();
+      if (xt == DType::kInt8) DequantizeToF32(x.data<int8_t>(), n, *L, *sv, zv, y, ctx.thread_pool());
+      else DequantizeToF32(x.data<uint8_t>(), n, *L, *sv, zv, y, ctx.thread_pool());
+      return absl::OkStatus();
+    }
+    auto xv = UnpackInts(x);
+    if (!xv.ok()) return InvalidArgument(ctx, xv.status().message());
     std::vector<float> y(static_cast<size_t>(n));
     for (int64_t e = 0; e < n; ++e) {
       const size_t k = static_cast<size_t>(L->ScaleIndex(e));

@@ -9,6 +9,7 @@
 //  - QLinearMatMul and MatMulInteger with a constant B on the same kernel, equal to the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -952,6 +953,50 @@ TEST(QdqFusion, DynamicQuantizeLinearMatMulIntegerOnThePackedGemm) {
     static std::vector<int32_t> first;
     if (b_constant) first = AsInts((*out)[0]);
     else EXPECT_EQ(AsInts((*out)[0]), first) << "packed MatMulInteger differs from the reference";
+  }
+}
+
+// The per-node QuantizeLinear / DequantizeLinear fast paths (float32 <-> int8/uint8) keep the
+// reference's arithmetic: ties to even, zero point after rounding, NaN -> 0, saturation.
+TEST(QdqFusion, PerNodeQuantizeAndDequantizeFastPathsKeepTheFormula) {
+  const float s = 0.25f;
+  std::vector<float> x = {0.125f, 0.375f, -0.125f, -0.375f, 1.0f, 31.875f, -32.125f, 1e9f, -1e9f,
+                          NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.1f, -7.77f};
+  for (int i = 0; i < 48; ++i) x.push_back(static_cast<float>(i - 24) * 0.0625f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (DType t : {DType::kInt8, DType::kUInt8}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int32_t zp = t == DType::kUInt8 ? 128 : -3, lo = t == DType::kUInt8 ? 0 : -128, hi = t == DType::kUInt8 ? 255 : 127;
+    auto model = std::make_unique<Model>();
+    Graph& g = model->graph;
+    g.opsets[""] = 21;
+    g.inputs.push_back(Declared("x", DType::kFloat32, {n}));
+    g.initializers["s"] = Scales({s});
+    g.initializers["z"] = Vec(t, {zp}, true);
+    Node q;
+    q.op_type = "QuantizeLinear";
+    q.inputs = {"x", "s", "z"};
+    q.outputs = {"q"};
+    Node dq;
+    dq.op_type = "DequantizeLinear";
+    dq.inputs = {"q", "s", "z"};
+    dq.outputs = {"d"};
+    g.nodes = {q, dq};
+    g.outputs = {ValueInfo{"q", {}}, ValueInfo{"d", {}}};
+    SessionOptions opts;
+    opts.num_threads = 2;
+    auto sess = SessionImpl::Create(std::move(model), opts);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    auto out = (*sess)->Run({{"x", Tensor::FromVector(DType::kFloat32, {n}, x)}}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const auto qv = AsInts((*out)[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      const float r = std::nearbyint(x[i] / s);
+      const int32_t want = std::isnan(r) ? std::clamp(0, lo, hi)
+                                         : static_cast<int32_t>(std::clamp(static_cast<double>(r) + zp, double(lo), double(hi)));
+      EXPECT_EQ(qv[i], want) << "x=" << x[i];
+      EXPECT_EQ((*out)[1].data<float>()[i], (static_cast<float>(want) - static_cast<float>(zp)) * s);
+    }
   }
 }
 
