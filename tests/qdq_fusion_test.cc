@@ -914,6 +914,31 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
   EXPECT_NE(r.status().message().find("y_scale must be finite and non-zero"), std::string::npos) << r.status();
 }
 
+TEST(QdqFusion, MatMulIntegerWithConstantBMatchesTheReference) {
+  const int64_t M = 24, K = 80, N = 40;
+  npu::Router host_only("", [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); });
+  for (DType at : {DType::kInt8, DType::kUInt8}) {
+    for (DType bt : {DType::kInt8, DType::kUInt8}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(at), " x ", DTypeName(bt)));
+      std::vector<int32_t> zb(N);
+      for (int64_t i = 0; i < N; ++i) zb[i] = (bt == DType::kUInt8 ? 128 : 0) + static_cast<int>(i % 9) - 4;
+      std::vector<Tensor> ins = {Bytes(at, {2, M, K}, 1), Bytes(bt, {K, N}, 2), Vec(at, {at == DType::kUInt8 ? 131 : -7}, true),
+                                 Vec(bt, zb, false)};
+      npu::TraceCapture capture;
+      ScopedRouter use(&host_only);
+      auto fast = RunOneNode("MatMulInteger", ins, 1, true);
+      auto ref = RunOneNode("MatMulInteger", ins, 1, false);
+      ASSERT_TRUE(fast.ok()) << fast.status();
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      EXPECT_EQ((*fast)[0].shape(), (Shape{2, M, N}));
+      EXPECT_EQ(AsInts((*fast)[0]), AsInts((*ref)[0]));
+      if (at == DType::kInt8 && bt == DType::kInt8) {
+        EXPECT_EQ(capture.Count("npu_qdq_fallback m=48 k=80 n=40"), 1) << "the fused kernel did not run";
+      }
+    }
+  }
+}
+
 TEST(QdqFusion, DynamicQuantizeLinearMatMulIntegerOnThePackedGemm) {
   const int64_t M = 12, K = 64, N = 20;
   // ONNX Runtime's dynamic-quant pattern: x -> DynamicQuantizeLinear -> MatMulInteger(., B, a_zp, b_zp).
