@@ -6,6 +6,7 @@
 // kernel's peak reset through /proc/self/clear_refs; indicative, not a bound).
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -76,7 +77,10 @@ std::unique_ptr<SessionImpl> MakeSession(int64_t M, int64_t K, int64_t N, bool f
   SessionOptions opts;
   opts.num_threads = 1;
   opts.qdq_fusion = fuse;
+  // The per-node control without any weight-only DequantizeLinear fusion either.
+  if (!fuse) setenv("ONEINFER_WEIGHT_FUSION", "0", 1);
   auto s = SessionImpl::Create(std::move(model), opts);
+  if (!fuse) unsetenv("ONEINFER_WEIGHT_FUSION");
   return s.ok() ? std::move(*s) : nullptr;
 }
 

@@ -229,7 +229,11 @@ RunResult RunCase(const Case& c, bool fuse, int threads = 1) {
   opts.num_threads = threads;
   opts.qdq_fusion = fuse;
   std::vector<uint8_t> x = b.x, w = b.w;
+  // The control runs every node on its own: no weight-only DequantizeLinear fusion either (a
+  // pass that claims DQ(w) -> MatMul whatever A is, where one is built in).
+  if (!fuse) setenv("ONEINFER_WEIGHT_FUSION", "0", 1);
   auto s = SessionImpl::Create(std::move(b.model), opts);
+  if (!fuse) unsetenv("ONEINFER_WEIGHT_FUSION");
   if (!s.ok()) {
     SetQdqDebugSink(prev);
     r.status = s.status();
