@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "npu/router.h"
+#include "quant/dynamic_a8w8.h"
 
 namespace {
 
@@ -154,6 +155,42 @@ void Qwen3Shapes(benchmark::internal::Benchmark* b) {
       b->Args({m, k, n});
   b->Unit(benchmark::kMicrosecond);
 }
+
+// args: M, K, N, route. The A8W8 MatMul (float in, float out) with the router in four states:
+// 0 = no router (the weight made without one), 1 = a router without designs (what a session
+// gets with ONEINFER_NPU_DESIGNS unset: not consulted), 2 = a router with a design for another
+// shape only (consulted, host GEMM, npu_qdq_fallback / host_rows accounting), 3 = an emulated
+// design for this shape (the device at M >= 16). 0 vs 1 is the router's cost on the host-only
+// path; 1 vs 2 is the cost of consulting it.
+void BM_A8W8Routed(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  const int64_t route = state.range(3);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> a(M * K), w(K * N), y(M * N);
+  for (float& x : a) x = dist(rng);
+  for (float& x : w) x = dist(rng);
+  auto opener = [] {
+    return absl::StatusOr<std::unique_ptr<oneinfer::npu::Device>>(
+        oneinfer::npu::MakeEmulatedDevice());
+  };
+  const std::string table = route == 2 ? DesignTable(K, N + 16) : route == 3 ? DesignTable(K, N) : "";
+  Router router(table, opener);
+  const auto weights = oneinfer::A8W8Weights::FromFloat(w.data(), K, N, route == 0 ? nullptr : &router);
+  oneinfer::MatMulA8W8(M, a.data(), weights, y.data(), nullptr);  // warm-up: uploads the weight
+  for (auto _ : state) {
+    oneinfer::MatMulA8W8(M, a.data(), weights, y.data(), nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const oneinfer::npu::RouterCounters c = router.counters();
+  state.counters["device_calls"] = static_cast<double>(c.device);
+  state.counters["host_calls"] = static_cast<double>(c.host_rows + c.fallback);
+}
+
+BENCHMARK(BM_A8W8Routed)
+    ->ArgNames({"M", "K", "N", "route"})
+    ->ArgsProduct({{1, 16}, {1024}, {1024, 3072}, {0, 1, 2, 3}})
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_NpuEmulatedCall)->Apply(Qwen3Shapes);
 BENCHMARK(BM_HostReference)->Apply(Qwen3Shapes);

@@ -1,6 +1,7 @@
 #include "npu/router.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -75,6 +76,11 @@ bool Router::HasDesign(int64_t K, int64_t N) const {
   return false;
 }
 
+bool Router::PrepareDesign(int64_t K, int64_t N) {
+  if (!HasDesign(K, N)) return false;
+  return Select(kDeviceMinRows, K, N) != nullptr;
+}
+
 Design* Router::Select(int64_t rows, int64_t K, int64_t N) {
   std::lock_guard<std::mutex> lock(mu_);
   for (;;) {
@@ -137,7 +143,7 @@ absl::Status Router::RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a,
         absl::StrCat("RunGemmS8: bad shape m=", M, " k=", K, " n=", N));
   }
   if (M == 0) return absl::OkStatus();
-  if (a == nullptr || w == nullptr || c == nullptr || !host) {
+  if (a == nullptr || c == nullptr || !host) {
     return absl::InvalidArgumentError("RunGemmS8: null operand or no host kernel");
   }
 
@@ -152,7 +158,8 @@ absl::Status Router::RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a,
     return absl::OkStatus();
   }
 
-  Design* design = Select(M, K, N);
+  // No row-major weight: nothing the device could take.
+  Design* design = w == nullptr ? nullptr : Select(M, K, N);
   if (design != nullptr) {
     Sections s;
     absl::Status st = design->Run(a, M, K, N, w, c, &s);
@@ -189,6 +196,15 @@ void Router::ForgetWeight(const int8_t* w) {
   }
 }
 
+size_t Router::cached_weights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Entry& e : entries_) {
+    if (e.design) n += e.design->cached_weights();
+  }
+  return n;
+}
+
 RouterCounters Router::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
@@ -199,10 +215,19 @@ void Router::ResetCounters() {
   counters_ = RouterCounters{};
 }
 
+namespace {
+std::atomic<Router*> g_router_override{nullptr};
+}  // namespace
+
 Router& GlobalRouter() {
+  if (Router* r = g_router_override.load(std::memory_order_acquire)) return *r;
   // Never destroyed: device state must not be torn down during static destruction.
   static Router* const router = new Router(RouterConfig::FromEnvironment());
   return *router;
+}
+
+Router* SetGlobalRouterForTesting(Router* router) {
+  return g_router_override.exchange(router, std::memory_order_acq_rel);
 }
 
 absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a, const int8_t* w,

@@ -67,17 +67,31 @@ class Router {
 
   // c (M x N int32) = a (M x K int8) * w (K x N int8), on the device or through `host`.
   // The weight is identified by its pointer: it must stay unchanged while this router may run it
-  // (call ForgetWeight before freeing or changing it). Errors only for invalid arguments; every
-  // device problem ends on the host. `call` (optional) receives this call's device sections.
+  // (call ForgetWeight before freeing or changing it). w may be null when the caller keeps no
+  // row-major copy (PrepareDesign said no): the call then runs on the host, traced as usual.
+  // Errors only for invalid arguments; every device problem ends on the host. `call`
+  // (optional) receives this call's device sections (calls > 0 when the device ran it).
   absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a, const int8_t* w,
                          int32_t* c, const HostGemmFn& host, Sections* call = nullptr);
 
   // The caller's int32 -> output epilogue time for a device call, for the sections.
   void AddEpilogueNs(int64_t ns);
 
-  // True when a design for (K, N) is configured and not known to be broken.
+  // True when a design for (K, N) is configured and not known to be broken. It does not open
+  // the device: before the first device call it is the table's answer, and it turns false once
+  // the device is found absent or the design fails. PrepareDesign gives the definitive answer.
   bool HasDesign(int64_t K, int64_t N) const;
+  // Opens the device and loads a design for (K, N) if that has not happened yet; true when
+  // calls of (K, N) with kDeviceMinRows rows or more will run on the device. Callers use it at
+  // load to decide whether to keep a row-major int8 copy of a weight; false (and nothing
+  // opened) when no design for (K, N) is configured.
+  bool PrepareDesign(int64_t K, int64_t N);
+  // True when the table has at least one usable entry. Fixed at construction: a router without
+  // one sends every call to the host, so callers may skip it on their hot path.
+  bool configured() const { return !entries_.empty(); }
   void ForgetWeight(const int8_t* w);
+  // Weight images resident on the device, over every loaded design.
+  size_t cached_weights() const;
 
   RouterCounters counters() const;
   void ResetCounters();
@@ -109,6 +123,10 @@ class Router {
 
 // The process-wide router, configured from the environment on first use.
 Router& GlobalRouter();
+
+// Tests: makes GlobalRouter() return `router` (not owned; it must outlive every session prepared
+// while it was installed) and returns the previous override; nullptr restores the environment's.
+Router* SetGlobalRouterForTesting(Router* router);
 
 // GlobalRouter().RunGemmS8(...): the entry point for the fused QDQ node and the A8W8 MatMul.
 absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a /*M x K*/,

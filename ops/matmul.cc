@@ -16,6 +16,7 @@
 #include "engine/session_config.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/matmul.h"
+#include "npu/router.h"
 #include "quant/dynamic_a8w8.h"
 #include "ops/op_util.h"
 
@@ -181,10 +182,15 @@ std::unique_ptr<OpKernel> MakePackedFloatMatMul(const Tensor& b) {
       });
 }
 
-// Dynamic A8W8: B quantised per column once, activations per row each run, int8 x int8 -> int32.
+// Dynamic A8W8: B quantised per column once, activations per row each run, int8 x int8 -> int32
+// through the NPU router (npu/router.h): the device when a design serves (K, N) and the call has
+// enough rows, else the packed host GEMM.
 std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b) {
   return std::make_unique<ConstantWeightMatMulKernel<A8W8Weights>>(
-      b, [](const float* w, int64_t K, int64_t N, ThreadPool*) { return A8W8Weights::FromFloat(w, K, N); },
+      b,
+      [](const float* w, int64_t K, int64_t N, ThreadPool*) {
+        return A8W8Weights::FromFloat(w, K, N, &npu::GlobalRouter());
+      },
       [](int64_t rows, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
         MatMulA8W8(rows, a, w, y, pool);
       });

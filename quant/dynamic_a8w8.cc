@@ -4,10 +4,12 @@
 #include <emmintrin.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
 #include "engine/thread_pool.h"
+#include "npu/router.h"
 
 namespace oneinfer {
 namespace {
@@ -88,19 +90,29 @@ void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q
   }
 }
 
-A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N) {
+A8W8Weights::DeviceCopy::~DeviceCopy() {
+  if (router != nullptr) router->ForgetWeight(q.data());
+}
+
+A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N, npu::Router* router) {
   A8W8Weights out;
   out.scales_.assign(std::max<int64_t>(0, N), 0.0f);
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n = 0; n < N; ++n)
       out.scales_[n] = std::max(out.scales_[n], std::fabs(w[k * N + n]));
   for (float& s : out.scales_) s /= kQMax;
-  // The int8 copy lives only until it is packed.
+  // The int8 copy lives only until it is packed, unless the device will take this shape.
   std::vector<int8_t> q(static_cast<size_t>(std::max<int64_t>(0, K * N)));
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n = 0; n < N; ++n)
       q[k * N + n] = out.scales_[n] == 0.0f ? 0 : QuantizeOne(w[k * N + n], out.scales_[n]);
   out.packed_ = PackedWeightsS8::Pack(q.data(), K, N, N);
+  out.router_ = router;
+  if (router != nullptr && router->PrepareDesign(K, N)) {
+    out.device_copy_ = std::make_unique<DeviceCopy>();
+    out.device_copy_->q = std::move(q);
+    out.device_copy_->router = router;
+  }
   return out;
 }
 
@@ -128,7 +140,24 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
   ParallelFor(pool, M, rows_per_chunk, [&](int64_t m0, int64_t m1) {
     QuantizeRowsS8(m1 - m0, K, a + m0 * K, K, q + m0 * K, K, sa + m0);
   });
-  GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
+  npu::Router* router = w.router();
+  bool on_device = false;
+  // A router without designs never takes a call: skip it, so the host-only path costs nothing.
+  if (router != nullptr && router->configured()) {
+    // Two captures keep the std::function in its inline buffer (no allocation per call).
+    const npu::HostGemmFn host = [&w, pool](int64_t m, int64_t, int64_t, const int8_t* qa,
+                                            const int8_t*, int32_t* c) {
+      GemmS8S8S32(m, qa, w.K(), w.packed(), c, w.N(), pool);
+    };
+    npu::Sections call;
+    const absl::Status st = router->RunGemmS8(M, K, N, q, w.device_copy(), acc, host, &call);
+    // The router refuses only invalid arguments (M, K, N > 0 and q, acc are set here).
+    if (!st.ok()) GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
+    on_device = st.ok() && call.calls > 0;
+  } else {
+    GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
+  }
+  const auto t0 = on_device ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const float* sw = w.scales();
   const int64_t dq_rows = std::max<int64_t>(1, (int64_t{1} << 15) / N);
   ParallelFor(pool, M, dq_rows, [&](int64_t m0, int64_t m1) {
@@ -136,6 +165,11 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
       DequantizeRow(acc + m * N, N, sa[m], sw, y + m * N);
     }
   });
+  if (on_device) {
+    router->AddEpilogueNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
 }
 
 }  // namespace oneinfer

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "oneinfer/export.h"
 #include "oneinfer/session.h"
 
 namespace oneinfer {
@@ -44,7 +45,7 @@ using TokenCallback = std::function<bool(int32_t id, const float* logits, int64_
 
 // Thread safety: one Generator runs one sequence at a time; several Generators may share a
 // Session and run concurrently.
-class Generator {
+class ONEINFER_API Generator {
  public:
   // Checks the session's inputs and outputs against the convention above.
   static absl::StatusOr<std::unique_ptr<Generator>> Create(const Session& session);
@@ -67,6 +68,6 @@ class Generator {
 };
 
 // Picks the next token from one row of logits (exposed for tests).
-int32_t SampleToken(const float* logits, int64_t vocab, const SamplingOptions& options, uint64_t step);
+ONEINFER_API int32_t SampleToken(const float* logits, int64_t vocab, const SamplingOptions& options, uint64_t step);
 
 }  // namespace oneinfer

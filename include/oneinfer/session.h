@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "oneinfer/export.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {
@@ -54,7 +55,7 @@ class SessionImpl;
 
 // Thread safety: Run may be called from several threads at once on one Session; each call
 // gets its own intermediate values. Loading and destruction must not overlap a Run.
-class Session {
+class ONEINFER_API Session {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
                                                        const SessionOptions& options = {});
@@ -87,7 +88,8 @@ class Session {
   std::unique_ptr<SessionImpl> impl_;
 };
 
-// "0.1.0 (kernels: avx512, npu: not built)".
-std::string VersionString();
+// The version, the CPU kernel tiers in use (float GEMM, int8 GEMM) and whether the NPU leg
+// (XRT) was built: "0.1.0 (kernels: float avx512, int8 avx512vnni; npu: not built)".
+ONEINFER_API std::string VersionString();
 
 }  // namespace oneinfer

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "oneinfer/export.h"
+
 namespace oneinfer {
 
 // Element types. The numeric values are ONNX's TensorProto.DataType codes.
@@ -33,23 +35,23 @@ enum class DType : int32_t {
 
 // Bytes per element; 0 for kUndefined, sizeof(std::string) for kString, 1 for 4-bit
 // types (use StorageBytes for their real size).
-size_t DTypeSize(DType t);
+ONEINFER_API size_t DTypeSize(DType t);
 // Bytes needed to store n elements of t (4-bit types pack two per byte).
-size_t StorageBytes(DType t, int64_t n);
-const char* DTypeName(DType t);
-bool IsFloatingPoint(DType t);
-bool IsInteger(DType t);
+ONEINFER_API size_t StorageBytes(DType t, int64_t n);
+ONEINFER_API const char* DTypeName(DType t);
+ONEINFER_API bool IsFloatingPoint(DType t);
+ONEINFER_API bool IsInteger(DType t);
 
 using Shape = std::vector<int64_t>;
-int64_t NumElements(const Shape& shape);
-std::string ShapeToString(const Shape& shape);
+ONEINFER_API int64_t NumElements(const Shape& shape);
+ONEINFER_API std::string ShapeToString(const Shape& shape);
 
 // A tensor shares its storage through a reference-counted holder: copies are cheap
 // views of the same memory. Storage is released when the last tensor referring to it
 // goes away. A view made with View() does not own its memory; the caller keeps it alive.
 // Thread safety: distinct Tensor objects may be used from different threads; writing
 // the elements of shared storage from several threads at once is the caller's problem.
-class Tensor {
+class ONEINFER_API Tensor {
  public:
   Tensor() = default;
 

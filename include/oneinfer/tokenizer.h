@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "oneinfer/export.h"
 
 namespace oneinfer {
 
-class Tokenizer {
+class ONEINFER_API Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromFile(const std::string& path);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(std::string_view json);
@@ -37,7 +38,7 @@ class Tokenizer {
   // Raw bytes a token stands for ("" for an unknown id).
   std::string TokenBytes(int32_t id) const;
 
-  class StreamDecoder {
+  class ONEINFER_API StreamDecoder {
    public:
     explicit StreamDecoder(const Tokenizer& t, bool skip_special = false) : t_(t), skip_special_(skip_special) {}
     // Text completed by this token (possibly empty while a UTF-8 sequence is incomplete).
