@@ -7,8 +7,9 @@
 //
 // Rows run in blocks so the int32 products never need more than one block of scratch (from the
 // session's allocator, so it counts in peak_intermediate_bytes). int8 activations with int8
-// weights go through the NPU router (host below 16 rows or without a design); uint8 activations
-// or uint8 weights always run on the host.
+// weights go through the NPU router when it has designs (host below 16 rows or without a design
+// for the shape); uint8 weights go through it without a device operand (always the host);
+// uint8 activations never do (the device contract is int8 x int8).
 #include "ops/qdq_matmul.h"
 
 #include <atomic>
@@ -26,12 +27,8 @@ namespace oneinfer {
 
 namespace {
 
-std::atomic<npu::Router*> g_test_router{nullptr};
-
-npu::Router& ActiveRouter() {
-  npu::Router* r = g_test_router.load(std::memory_order_acquire);
-  return r != nullptr ? *r : npu::GlobalRouter();
-}
+// The process-wide router (tests install theirs with npu::SetGlobalRouterForTesting).
+npu::Router& ActiveRouter() { return npu::GlobalRouter(); }
 
 // Scratch budget for one block of int32 products (rows x N).
 constexpr int64_t kBlockScratchBytes = int64_t{256} << 10;
@@ -63,14 +60,19 @@ class QdqMatMulKernel : public OpKernel {
 
   ~QdqMatMulKernel() override {
     // The router caches device images by weight pointer; this weight goes away with the session.
-    if (routed_.load(std::memory_order_relaxed)) ActiveRouter().ForgetWeight(gemm_->weight_s8());
+    if (routed_.load(std::memory_order_relaxed) && gemm_->weight_s8() != nullptr) {
+      ActiveRouter().ForgetWeight(gemm_->weight_s8());
+    }
   }
 
   absl::Status PrepareWeights(ThreadPool* /*pool*/) const override {
     std::call_once(released_once_, [&] {
       gemm_->Prepare();
-      // The packed copy serves the host; a device upload re-reads the mapped file if it ever runs.
-      ReleaseMappedPages(w_);
+      // The packed copy serves the host; the graph's own row-major weight stays resident only
+      // when the device will take this shape (it is the device's upload source).
+      npu::Router& router = ActiveRouter();
+      const bool device = gemm_->weight_s8() != nullptr && router.configured() && router.PrepareDesign(gemm_->K(), gemm_->N());
+      if (!device) ReleaseMappedPages(w_);
     });
     return absl::OkStatus();
   }
@@ -124,8 +126,13 @@ class QdqMatMulKernel : public OpKernel {
     if (rows == 0) return absl::OkStatus();
     PrepareWeights(nullptr).IgnoreError();  // a no-op after the session's load-time call
 
-    const bool routed = !a_unsigned && gemm_->weight_s8() != nullptr;
-    npu::Router* router = routed ? &ActiveRouter() : nullptr;
+    // int8 x int8 goes through the router when it has designs (a router without any is not
+    // consulted: no lock, no trace line); uint8 weights pass no device operand (host, traced).
+    npu::Router* router = nullptr;
+    if (!a_unsigned) {
+      npu::Router& r = ActiveRouter();
+      if (r.configured()) router = &r;
+    }
     // At least 32 rows so a 32-token prefill streams each weight once, whatever N.
     int64_t block = std::max<int64_t>(2 * npu::kDeviceMinRows, kBlockScratchBytes / (4 * p.N) / 16 * 16);
     if (router != nullptr && router->HasDesign(p.K, p.N)) block = std::max(block, kDeviceBlockRows);
@@ -147,7 +154,7 @@ class QdqMatMulKernel : public OpKernel {
         };
         absl::Status st = router->RunGemmS8(len, p.K, p.N, reinterpret_cast<const int8_t*>(a), gemm_->weight_s8(), c,
                                             host, &call);
-        if (!st.ok()) return InvalidArgument(ctx, st.message());
+        if (!st.ok()) return InvalidArgument(ctx, st.message());  // only for invalid arguments
       } else {
         gemm_->HostProducts(len, a, a_unsigned, c, pool);
       }
@@ -293,8 +300,6 @@ std::unique_ptr<OpKernel> MakeFusedMatMulInteger(const KernelInit& init) {
   // a_zero_point is read each run (DynamicQuantizeLinear computes it), checked there.
   return Finish(std::move(p), *b, true);
 }
-
-void SetQdqRouterForTesting(npu::Router* router) { g_test_router.store(router, std::memory_order_release); }
 
 void RegisterQdqMatMulOps(KernelRegistry& r) { r.Add("oneinfer.internal", "QdqMatMul", 1, 1, MakeQdqMatMul); }
 

@@ -8,9 +8,6 @@
 
 namespace oneinfer {
 
-namespace npu {
-class Router;
-}
 class KernelInit;
 class KernelRegistry;
 class OpKernel;
@@ -26,9 +23,5 @@ std::unique_ptr<OpKernel> MakeFusedQLinearMatMul(const KernelInit& init);
 // MatMulInteger with a constant 2-D B (and constant or absent b_zero_point); a_zero_point may be
 // a run-time input (DynamicQuantizeLinear's). nullptr when it does not fit.
 std::unique_ptr<OpKernel> MakeFusedMatMulInteger(const KernelInit& init);
-
-// Test hook: the fused kernels send int8 x int8 products to `router` instead of
-// npu::GlobalRouter(); nullptr restores the global one.
-void SetQdqRouterForTesting(npu::Router* router);
 
 }  // namespace oneinfer

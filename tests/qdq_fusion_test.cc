@@ -721,11 +721,16 @@ struct DesignFiles {
   }
 };
 
-// Installs a router on the fused kernels for one scope.
+// Installs a router as the process-wide one for one scope.
 struct ScopedRouter {
-  explicit ScopedRouter(npu::Router* r) { SetQdqRouterForTesting(r); }
-  ~ScopedRouter() { SetQdqRouterForTesting(nullptr); }
+  explicit ScopedRouter(npu::Router* r) : previous(npu::SetGlobalRouterForTesting(r)) {}
+  ~ScopedRouter() { npu::SetGlobalRouterForTesting(previous); }
+  npu::Router* previous;
 };
+
+npu::Router::DeviceOpener Emulated() {
+  return [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); };
+}
 
 struct Shape2 {
   int64_t k, n;
@@ -739,8 +744,8 @@ TEST_P(QdqFusionNpu, DeviceAt32RowsHostBelow16FallbackWithoutDesign) {
   DesignFiles files;
   std::string table;
   for (const Shape2& s : kQwen3Shapes) absl::StrAppend(&table, files.Entry(64, s.k, s.n), ",");
-  npu::Router device(table, [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); });
-  npu::Router host_only("", [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); });
+  npu::Router device(table, Emulated());
+  npu::Router host_only("", Emulated());  // no designs: not consulted, the host GEMM directly
   ASSERT_TRUE(device.config_errors().empty());
   // Quark's form: per-tensor activations with a zero point, per-column weights, int8 out.
   Case c;
@@ -883,7 +888,9 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
     DType a, b, y;
     bool per_axis;
   };
-  npu::Router host_only("", [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); });
+  // A router with a design for another shape: every int8 x int8 call is routed and traced.
+  DesignFiles files;
+  npu::Router other_shape(files.Entry(64, 64, 32), Emulated());
   for (Q q : {Q{DType::kInt8, DType::kInt8, DType::kInt8, false}, Q{DType::kUInt8, DType::kInt8, DType::kUInt8, false},
               Q{DType::kInt8, DType::kInt8, DType::kInt8, true}, Q{DType::kUInt8, DType::kUInt8, DType::kInt8, true}}) {
     SCOPED_TRACE(absl::StrCat(DTypeName(q.a), " ", DTypeName(q.b), " per_axis=", q.per_axis));
@@ -900,7 +907,7 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
                                Bytes(q.b, {K, N}, 2), Scales(sb),      zps(q.b, sb.size(), 4),
                                Scales(sy),            zps(q.y, sy.size(), -3)};
     npu::TraceCapture capture;
-    ScopedRouter use(&host_only);
+    ScopedRouter use(&other_shape);
     auto fast = RunOneNode("QLinearMatMul", ins, 3, true);
     auto ref = RunOneNode("QLinearMatMul", ins, 3, false);
     ASSERT_TRUE(fast.ok()) << fast.status();
@@ -920,7 +927,8 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
 
 TEST(QdqFusion, MatMulIntegerWithConstantBMatchesTheReference) {
   const int64_t M = 24, K = 80, N = 40;
-  npu::Router host_only("", [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); });
+  DesignFiles files;
+  npu::Router other_shape(files.Entry(64, 64, 32), Emulated());
   for (DType at : {DType::kInt8, DType::kUInt8}) {
     for (DType bt : {DType::kInt8, DType::kUInt8}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(at), " x ", DTypeName(bt)));
@@ -929,7 +937,7 @@ TEST(QdqFusion, MatMulIntegerWithConstantBMatchesTheReference) {
       std::vector<Tensor> ins = {Bytes(at, {2, M, K}, 1), Bytes(bt, {K, N}, 2), Vec(at, {at == DType::kUInt8 ? 131 : -7}, true),
                                  Vec(bt, zb, false)};
       npu::TraceCapture capture;
-      ScopedRouter use(&host_only);
+      ScopedRouter use(&other_shape);
       auto fast = RunOneNode("MatMulInteger", ins, 1, true);
       auto ref = RunOneNode("MatMulInteger", ins, 1, false);
       ASSERT_TRUE(fast.ok()) << fast.status();
