@@ -44,7 +44,7 @@ constexpr const char* kHelp =
     "                                 (no calibration option: a built-in English sample, tokenised)\n"
     "  --tokenizer PATH               tokenizer.json (default: beside the model)\n"
     "  --calib-seq N                  tokens per calibration run (default 128)\n"
-    "  --calib-tokens N               at most this many calibration tokens (default 2048)\n"
+    "  --calib-tokens N               at most this many calibration (and evaluation) tokens (default 2048)\n"
     "  --method minmax|percentile     activation range: the observed min..max (default), or the\n"
     "                                 range holding the central --percentile % of the values\n"
     "                                 (a graph output such as the logits always keeps min..max)\n"
@@ -333,8 +333,7 @@ class Quantizer {
   std::set<std::string> names_;  // every value and initializer name in the graph
   std::map<std::string, int> init_index_;
   std::vector<Group> groups_;
-  std::map<std::string, std::string> skipped_;  // why a MatMul was left float -> count key
-  std::map<std::string, int> skipped_count_;
+  std::map<std::string, int> skipped_count_;  // why a MatMul was left float -> how many
   std::vector<std::string> calib_names_;  // tensors whose ranges are measured
   std::map<std::string, Stats> stats_;
   std::map<std::string, QParams> qparams_;
@@ -787,10 +786,8 @@ absl::Status Quantizer::Write() {
   if (!f || !model_.SerializeToOstream(&f)) return absl::InternalError(absl::StrCat("cannot write '", out.string(), "'"));
   f.close();
   for (const char* side : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-    const fs::path src = base_dir_ / side;
-    if (fs::exists(src) && !fs::exists(out.parent_path() / side)) fs::copy_file(src, out.parent_path() / side, ec);
-    else if (fs::exists(src) && !fs::equivalent(src, out.parent_path() / side))
-      fs::copy_file(src, out.parent_path() / side, fs::copy_options::overwrite_existing, ec);
+    const fs::path src = base_dir_ / side, dst = out.parent_path() / side;
+    if (fs::exists(src) && !fs::equivalent(src, dst, ec)) fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
   }
   return absl::OkStatus();
 }
