@@ -867,7 +867,7 @@ absl::Status Quantizer::Run() {
   std::cout << "quantised " << groups_.size() << " MatMuls (" << (o_.per_channel ? "per-channel" : "per-tensor")
             << " int8 weights, " << (o_.act_uint8 ? "uint8" : "int8") << " activations, "
             << (o_.method == Method::kMinMax ? "minmax" : absl::StrFormat("percentile %g", o_.percentile)) << ", "
-            << tensors << " activation ranges from " << calib_runs_ << " runs";
+            << tensors << " activation ranges from " << calib_runs_ << (calib_runs_ == 1 ? " run" : " runs");
   if (calib_tokens_ > 0) std::cout << " / " << calib_tokens_ << " tokens";
   std::cout << " of " << calib_desc_ << ")";
   for (const auto& [why, c] : skipped_count_) std::cout << "; left float: " << c << " (" << why << ")";
