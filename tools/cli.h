@@ -44,5 +44,6 @@ int CmdInspect(int argc, char** argv);
 int CmdExportQwen3(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdRun(int argc, char** argv);
+int CmdQuantize(int argc, char** argv);
 
 }  // namespace oneinfer::cli

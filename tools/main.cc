@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
     "  export-qwen3 CHECKPOINT_DIR -o MODEL.onnx       Qwen3 safetensors -> plain opset-21 ONNX (--cached)\n"
     "  tokenize --tokenizer T [--file F | TEXT]        text lines -> token ids (--decode: ids -> text)\n"
+    "  quantize MODEL.onnx -o OUT.onnx --a8w8          static A8W8 QDQ graph, calibrated on text or ids\n"
     "\n"
     "  oneinfer <command> --help   shows a command's options\n"
     "  oneinfer --version          version, kernel tier, NPU leg\n";
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   if (cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
   if (cmd == "tokenize") return oneinfer::cli::CmdTokenize(argc, argv);
   if (cmd == "run") return oneinfer::cli::CmdRun(argc, argv);
+  if (cmd == "quantize") return oneinfer::cli::CmdQuantize(argc, argv);
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }

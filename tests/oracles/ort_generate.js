@@ -1,6 +1,7 @@
 // ONNX Runtime as the numerical oracle for causal-LM graphs: greedy generation with the same
 // convention oneinfer's generator uses; writes the last-position logits of every step.
 // usage: node ort_generate.js MODEL.onnx --prompt-ids 1,2,3 -n N --dump-logits FILE [--threads T]
+//        [--opt-level disabled|basic|extended|all]  (graph optimisation level; default all)
 const fs = require('fs');
 const ort = require('onnxruntime-node');
 
@@ -16,7 +17,8 @@ function arg(name, def) {
   const threads = Number(arg('--threads', '2'));
   const dump = arg('--dump-logits');
   const t0 = Date.now();
-  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: threads, interOpNumThreads: 1});
+  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: threads, interOpNumThreads: 1,
+                                                            graphOptimizationLevel: arg('--opt-level', 'all')});
   const loadMs = Date.now() - t0;
   const cached = session.inputNames.includes('past_kv');
   let pastDims = null;
