@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/log.h"
+#include "engine/q4nx_binding.h"
 #include "engine/session_impl.h"
 #include "graph/passes/passes.h"
 
@@ -42,6 +43,8 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
 
   Graph& g = model->graph;
   const size_t loaded_nodes = g.nodes.size();
+  // Weights named by the model's Q4NX file replace their graph inputs before anything else.
+  if (absl::Status bound = BindQ4NXWeightFile(*model); !bound.ok()) return bound;
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
   FuseRMSNorm(g);

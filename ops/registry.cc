@@ -44,6 +44,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterStringOps(*r);
     RegisterTrainingOps(*r);
     RegisterFusedOps(*r);
+    RegisterQ4NXOps(*r);
     return r;
   }();
   return *registry;

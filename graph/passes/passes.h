@@ -49,3 +49,18 @@ int FuseRMSNorm(Graph& g);
 absl::StatusOr<int> InferShapes(Graph& g);
 
 }  // namespace oneinfer
+
+namespace oneinfer {
+
+// Looks up the 4-bit weight for graph input `name`, declared float32 [K, N]: its q4_1 chunks as
+// a uint8 tensor, or an error (missing, another chunk kind, wrong size).
+using ExternalWeightLookup = std::function<absl::StatusOr<Tensor>(const std::string& name, int64_t K, int64_t N)>;
+
+// Every MatMul whose B is a graph input becomes an internal MatMulQ4NX(A, W) node (attributes
+// K, N) with W the looked-up chunks as an initializer, and the input leaves the graph's
+// interface (see external_weight_binding.cc). A weight that is missing, declared with
+// unknown sizes, or also read by another node is an error naming it; `source` names the file
+// in errors. Returns the number of MatMuls rewritten.
+absl::StatusOr<int> BindExternalQ4Weights(Graph& g, const ExternalWeightLookup& lookup, const std::string& source);
+
+}  // namespace oneinfer
