@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tools/cli.h"
+#include "tools/export_q4nx.h"
 #include "tools/safetensors.h"
 
 namespace oneinfer::cli {
@@ -22,7 +23,7 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kHelp =
-    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached]\n"
+    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached] [--weights q4nx]\n"
     "       oneinfer export-qwen3 --random CONFIG -o DIR [--layers N] [--seed S]\n"
     "\n"
     "Reads config.json and model.safetensors (or shards with model.safetensors.index.json;\n"
@@ -30,6 +31,9 @@ constexpr const char* kHelp =
     "  default    input_ids int64 [1, S] -> logits float [1, S, V]\n"
     "  --cached   adds past_kv float [2L, 1, KVH, P, D] -> present_kv [2L, 1, KVH, P+S, D]\n"
     "             (index 2l = key of layer l, 2l+1 = value); positions start at P\n"
+    "  --weights q4nx  projections and lm_head as 4-bit q4_1 in MODEL.q4nx (a Q4NX file);\n"
+    "             the graph reads them as float [in, out] inputs of their checkpoint names,\n"
+    "             which oneinfer binds from that file at load (docs/q4nx.md)\n"
     "tokenizer.json, tokenizer_config.json and generation_config.json are copied beside it.\n"
     "\n"
     "--random writes a random-weight checkpoint (config.json + model.safetensors, BF16) of a\n"
@@ -176,7 +180,7 @@ std::vector<float> Transposed(const std::vector<float>& w, int64_t out, int64_t 
   return t;
 }
 
-absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached) {
+absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached, Q4NXWeightSink* q4nx = nullptr) {
   auto cfg_or = ReadConfig(ckpt_dir / "config.json");
   if (!cfg_or.ok()) return cfg_or.status();
   const Qwen3Config& c = *cfg_or;
@@ -234,6 +238,11 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
     auto w = ck.ReadF32(name, shape);
     if (!w.ok()) {
       status = w.status();
+      return name;
+    }
+    if (transpose && q4nx != nullptr) {
+      auto in = q4nx->Add(g, name, *w, shape[0], shape[1]);
+      if (!in.ok()) status = in.status();
       return name;
     }
     if (transpose) return b.Weight(name, Transposed(*w, shape[0], shape[1]), {shape[1], shape[0]});
@@ -331,7 +340,13 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
     // Tied: the head is the embedding, stored transposed as its own [H, V] weight.
     auto e = ck.ReadF32("model.embed_tokens.weight", {V, H});
     if (!e.ok()) return e.status();
-    lm_head = b.Weight("lm_head.weight", Transposed(*e, V, H), {H, V});
+    if (q4nx != nullptr) {
+      auto in = q4nx->Add(g, "lm_head.weight", *e, V, H);
+      if (!in.ok()) return in.status();
+      lm_head = *in;
+    } else {
+      lm_head = b.Weight("lm_head.weight", Transposed(*e, V, H), {H, V});
+    }
   } else {
     lm_head = weight("lm_head.weight", {V, H}, true);
   }
@@ -365,6 +380,9 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
   }
   data.close();
   if (!data) return absl::InternalError("writing the external data failed");
+  if (q4nx != nullptr) {
+    if (auto st = q4nx->Finish(&model); !st.ok()) return st;
+  }
   std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
   if (!f || !model.SerializeToOstream(&f)) return absl::InternalError(absl::StrCat("cannot write '", out_path.string(), "'"));
   for (const char* side : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
@@ -447,6 +465,8 @@ int CmdExportQwen3(int argc, char** argv) {
   args.Take("--layers", &layers);
   args.Take("--seed", &seed);
   const bool cached = args.TakeFlag("--cached");
+  std::string weights;
+  args.Take("--weights", &weights);
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (out.empty()) return Fail("export-qwen3 needs -o OUTPUT (see oneinfer export-qwen3 --help)");
@@ -467,9 +487,16 @@ int CmdExportQwen3(int argc, char** argv) {
   }
   if (pos.size() != 1) return Fail("export-qwen3 needs one CHECKPOINT_DIR (see oneinfer export-qwen3 --help)");
   if (!fs::is_directory(pos[0])) return Fail(absl::StrCat("checkpoint folder '", pos[0], "' does not exist"));
-  auto s = Export(pos[0], out, cached);
+  if (!weights.empty() && weights != "float" && weights != "q4nx") {
+    return Fail(absl::StrCat("--weights '", weights, "' is not one of: float, q4nx"));
+  }
+  std::unique_ptr<Q4NXWeightSink> q4nx;
+  if (weights == "q4nx") q4nx = std::make_unique<Q4NXWeightSink>(fs::path(out).replace_extension(".q4nx"));
+  auto s = Export(pos[0], out, cached, q4nx.get());
   if (!s.ok()) return Fail(s);
-  std::cout << "wrote " << out << " (+ " << fs::path(out).filename().string() << ".data)\n";
+  std::cout << "wrote " << out << " (+ " << fs::path(out).filename().string() << ".data";
+  if (q4nx) std::cout << ", " << q4nx->file().filename().string();
+  std::cout << ")\n";
   return 0;
 }
 
