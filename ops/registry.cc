@@ -44,6 +44,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterStringOps(*r);
     RegisterTrainingOps(*r);
     RegisterFusedOps(*r);
+    RegisterWeightDequantOps(*r);
     return r;
   }();
   return *registry;
