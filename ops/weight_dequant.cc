@@ -35,8 +35,10 @@ class WeightDequantMatMulKernel : public OpKernel {
   absl::Status PrepareWeights(ThreadPool* pool) const override {
     std::call_once(once_, [&] {
       status_ = q4() ? PackQ4(pool) : PackS8();
-      // The packed copy replaces the integer weight: its mapped file pages may go.
+      // The packed copy replaces the integer weight and its scales: their mapped file pages may go.
       ReleaseMappedPages(w_);
+      ReleaseMappedPages(s_);
+      if (zp_.defined()) ReleaseMappedPages(zp_);
     });
     return status_;
   }
@@ -72,24 +74,26 @@ class WeightDequantMatMulKernel : public OpKernel {
     const float* sp = s_.data<float>();
     const uint8_t* zp = zp_.dtype() == DType::kUndefined ? nullptr : zp_.data<uint8_t>();
     const int32_t bias = is_signed ? 8 : 0;
-    auto fill = [&](int64_t n0, int64_t n1, uint8_t* codes, float* d, float* m) {
-      const int64_t nr = n1 - n0, kb = K / kQ4Block;
-      for (int64_t k = 0; k < K; ++k)  // row by row: each row's slice of columns is contiguous
-        for (int64_t j = 0; j < nr; ++j)
-          codes[j * K + k] = static_cast<uint8_t>(Nibble(wp, k * N + n0 + j, is_signed) + bias);
-      for (int64_t b = 0; b < kb; ++b) {
-        const int64_t row = b * kQ4Block / bs;
-        for (int64_t j = 0; j < nr; ++j) {
-          const int64_t i = row * N + n0 + j;
-          const float s = sp[i];
-          const int32_t z = zp ? Nibble(zp, i, is_signed) : 0;
-          d[j * kb + b] = s;
-          m[j * kb + b] = -static_cast<float>(z + bias) * s;
-        }
+    // Block row by block row: the source is [K, N] row-major, so each block's 32 rows are one
+    // contiguous range whose file pages are dropped as soon as they are read.
+    auto fill = [&](int64_t b, uint8_t* codes, float* d, float* m) {
+      for (int64_t i = 0; i < kQ4Block; ++i) {
+        const int64_t row = (b * kQ4Block + i) * N;
+        for (int64_t n = 0; n < N; ++n)
+          codes[n * kQ4Block + i] = static_cast<uint8_t>(Nibble(wp, row + n, is_signed) + bias);
       }
+      const int64_t srow = b * kQ4Block / bs;
+      for (int64_t n = 0; n < N; ++n) {
+        const float s = sp[srow * N + n];
+        const int32_t z = zp ? Nibble(zp, srow * N + n, is_signed) : 0;
+        d[n] = s;
+        m[n] = -static_cast<float>(z + bias) * s;
+      }
+      const int64_t first = b * kQ4Block * N / 2, last = ((b + 1) * kQ4Block * N + 1) / 2;
+      ReleaseMappedPages(Tensor::View(DType::kUInt8, {last - first}, const_cast<uint8_t*>(wp) + first));
       return absl::OkStatus();
     };
-    auto packed = PackedWeightsQ4::PackWith(K, N, fill, pool);
+    auto packed = PackedWeightsQ4::PackBlocksWith(K, N, fill, pool);
     if (!packed.ok()) return absl::InvalidArgumentError(absl::StrCat(name_, ": ", packed.status().message()));
     q4_ = std::move(*packed);
     return absl::OkStatus();

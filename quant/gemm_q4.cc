@@ -112,8 +112,7 @@ void QuantizeRowsQ8Blocks(int64_t M, int64_t K, const float* x, int8_t* q, float
       QuantizeBlock(x + i * K + b * B, q + i * K + b * B, s + i * kb + b, sum + i * kb + b);
 }
 
-absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
-                                                          const FillFn& fill, ThreadPool* pool) {
+absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N) {
   if (K <= 0 || K % B != 0)
     return absl::InvalidArgumentError(
         absl::StrCat("4-bit weights: K = ", K, " is not a positive multiple of ", B));
@@ -125,44 +124,93 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
   out.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   if (out.data_ == nullptr)
     return absl::ResourceExhaustedError(absl::StrCat("4-bit weights: ", bytes, " bytes"));
+  return out;
+}
+
+void PackedWeightsQ4::StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes,
+                                 int64_t ldc, const float* d, const float* m, int64_t ldd) {
+  // Whole panels only (n0 % P == 0); the tail panel's padding columns get zeros.
+  for (int64_t p0 = 0; p0 < nr; p0 += P) {
+    const int64_t cols = std::min(P, nr - p0);
+    uint8_t* dst = data_.get() + ((n0 + p0) / P * blocks() + b) * kQ4BlockStride;
+    std::memset(dst, 0, kQ4BlockStride);
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint8_t* c = codes + (p0 + j) * ldc;
+      for (int64_t g = 0; g < 4; ++g)
+        for (int64_t t = 0; t < 4; ++t)
+          dst[64 * g + 4 * j + t] = static_cast<uint8_t>(c[8 * g + t] | (c[8 * g + 4 + t] << 4));
+    }
+    float* dd = reinterpret_cast<float*>(dst + kQ4CodeBytes);
+    for (int64_t j = 0; j < cols; ++j) {
+      dd[j] = d[(p0 + j) * ldd];
+      dd[P + j] = m[(p0 + j) * ldd];
+    }
+  }
+}
+
+namespace {
+// The first code above 15 in codes[0, n), as an error naming its place, or OK.
+absl::Status CheckCodes(const uint8_t* codes, int64_t n, const std::function<std::string(int64_t)>& where) {
+  for (int64_t i = 0; i < n; ++i)
+    if (codes[i] > 15)
+      return absl::InvalidArgumentError(absl::StrCat("4-bit weights: code ", int{codes[i]}, " > 15 at ", where(i)));
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
+                                                          const FillFn& fill, ThreadPool* pool) {
+  auto out = Allocate(K, N);
+  if (!out.ok()) return out.status();
   const int64_t kb = K / B;
   std::mutex mu;
   absl::Status first_error;
-  ParallelFor(pool, out.panels(), 4, [&](int64_t p0, int64_t p1) {
+  ParallelFor(pool, out->panels(), 4, [&](int64_t p0, int64_t p1) {
     std::vector<uint8_t> codes(P * K);
     std::vector<float> d(P * kb), m(P * kb);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * P, nr = std::min(P, N - n0);
       std::fill(codes.begin(), codes.end(), 0);
-      std::fill(d.begin(), d.end(), 0.0f);
-      std::fill(m.begin(), m.end(), 0.0f);
       absl::Status st = fill(n0, n0 + nr, codes.data(), d.data(), m.data());
-      for (int64_t i = 0; st.ok() && i < nr * K; ++i)
-        if (codes[i] > 15)
-          st = absl::InvalidArgumentError(absl::StrCat("4-bit weights: code ", int{codes[i]},
-                                                       " > 15 at column ", n0 + i / K,
-                                                       ", k ", i % K));
+      if (st.ok())
+        st = CheckCodes(codes.data(), nr * K, [&](int64_t i) {
+          return absl::StrCat("column ", n0 + i / K, ", k ", i % K);
+        });
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = st;
         return;
       }
-      uint8_t* dst = out.data_.get() + p * kb * kQ4BlockStride;
-      for (int64_t b = 0; b < kb; ++b, dst += kQ4BlockStride) {
-        std::memset(dst, 0, kQ4BlockStride);
-        for (int64_t j = 0; j < nr; ++j) {
-          const uint8_t* c = codes.data() + j * K + b * B;
-          for (int64_t g = 0; g < 4; ++g)
-            for (int64_t t = 0; t < 4; ++t)
-              dst[64 * g + 4 * j + t] =
-                  static_cast<uint8_t>(c[8 * g + t] | (c[8 * g + 4 + t] << 4));
-        }
-        float* dd = reinterpret_cast<float*>(dst + kQ4CodeBytes);
-        for (int64_t j = 0; j < nr; ++j) {
-          dd[j] = d[j * kb + b];
-          dd[P + j] = m[j * kb + b];
-        }
+      for (int64_t b = 0; b < kb; ++b)
+        out->StoreBlock(b, n0, nr, codes.data() + b * B, K, d.data() + b, m.data() + b, kb);
+    }
+  });
+  if (!first_error.ok()) return first_error;
+  return out;
+}
+
+absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackBlocksWith(int64_t K, int64_t N,
+                                                                const FillBlockFn& fill,
+                                                                ThreadPool* pool) {
+  auto out = Allocate(K, N);
+  if (!out.ok()) return out.status();
+  std::mutex mu;
+  absl::Status first_error;
+  ParallelFor(pool, out->blocks(), 1, [&](int64_t b0, int64_t b1) {
+    std::vector<uint8_t> codes(N * B);
+    std::vector<float> d(N), m(N);
+    for (int64_t b = b0; b < b1; ++b) {
+      absl::Status st = fill(b, codes.data(), d.data(), m.data());
+      if (st.ok())
+        st = CheckCodes(codes.data(), N * B, [&](int64_t i) {
+          return absl::StrCat("column ", i / B, ", k ", b * B + i % B);
+        });
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = st;
+        return;
       }
+      out->StoreBlock(b, 0, N, codes.data(), B, d.data(), m.data(), 1);
     }
   });
   if (!first_error.ok()) return first_error;

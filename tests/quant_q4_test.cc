@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -347,6 +350,87 @@ TEST(WeightDequantMatMul, BadBlockSizeIsAClearLoadError) {
   auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("does not divide K = 96"), std::string::npos) << s.status();
+}
+
+// "VmRSS:" or "VmHWM:" of this process in bytes.
+int64_t ProcStatusBytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key))) * 1024;
+  return -1;
+}
+
+// A 4-bit weight in external data is packed at load without a float copy (that would be 256 MiB
+// here): the load's peak RSS stays within 1.3x the packed bytes, since the int4 source's file
+// pages are dropped block row by block row as they are packed.
+TEST(WeightDequantMatMul, LoadPeakMemoryNearPackedBytes) {
+  const int64_t K = 4096, N = 16384, kb = K / 32;  // 64 Mi weights: 32 MiB int4, 48 MiB packed
+  const auto dir = testing::TempDir("q4_rss");
+  {
+    std::ofstream data(dir / "w.bin", std::ios::binary);
+    std::mt19937 rng(31);
+    std::vector<char> chunk(1 << 20);
+    for (int64_t done = 0; done < K * N / 2; done += chunk.size()) {
+      for (char& c : chunk) c = static_cast<char>(rng());
+      data.write(chunk.data(), chunk.size());
+    }
+    const std::vector<float> scales(kb * N, 0.01f);  // after the codes, as the exporter does
+    data.write(reinterpret_cast<const char*>(scales.data()), scales.size() * sizeof(float));
+  }
+  onnx::ModelProto model = testing::MakeModel(21);
+  auto* g = model.mutable_graph();
+  auto* w = g->add_initializer();
+  w->set_name("W");
+  w->set_data_type(kOnnxInt4);
+  w->add_dims(K);
+  w->add_dims(N);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<const char*, std::string>{"location", "w.bin"}, {"offset", "0"},
+                      {"length", std::to_string(K * N / 2)}}) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto* sc = g->add_initializer();
+  sc->set_name("S");
+  sc->set_data_type(onnx::TensorProto::FLOAT);
+  sc->add_dims(kb);
+  sc->add_dims(N);
+  sc->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<const char*, std::string>{"location", "w.bin"}, {"offset", std::to_string(K * N / 2)},
+                      {"length", std::to_string(kb * N * 4)}}) {
+    auto* e = sc->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto dq = testing::MakeNode("DequantizeLinear", {"W", "S"}, {"Wf"}, "dq");
+  auto* ax = dq.add_attribute();
+  ax->set_name("axis");
+  ax->set_type(onnx::AttributeProto::INT);
+  ax->set_i(0);
+  auto* bs = dq.add_attribute();
+  bs->set_name("block_size");
+  bs->set_type(onnx::AttributeProto::INT);
+  bs->set_i(32);
+  *g->add_node() = dq;
+  *g->add_node() = testing::MakeNode("MatMul", {"x", "Wf"}, {"y"}, "mm");
+  *g->add_input() = testing::TensorInfo("x", onnx::TensorProto::FLOAT, {1, K});
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {1, N});
+  testing::WriteModel(model, dir / "model.onnx");
+  // Writing 5 to clear_refs resets the peak RSS (VmHWM) to the current RSS.
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  const int64_t before = ProcStatusBytes("VmRSS:");
+  SessionOptions opts;
+  opts.num_threads = 2;
+  auto s = Session::Load((dir / "model.onnx").string(), opts);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int64_t peak = ProcStatusBytes("VmHWM:") - before;
+  const double packed = double(K / 32) * ((N + 15) / 16) * kQ4BlockStride;
+  EXPECT_LE(peak, 1.3 * packed) << "peak " << peak / 1048576 << " MiB, packed " << packed / 1048576 << " MiB";
+  auto y = (*s)->Run({{"x", Tensor::FromVector(DType::kFloat32, {1, K}, std::vector<float>(K, 1.0f))}});
+  ASSERT_TRUE(y.ok()) << y.status();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
