@@ -48,6 +48,11 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
   FuseRMSNorm(g);
+  if (WeightDequantFusionEnabled()) {
+    std::vector<std::string> refused;
+    FuseWeightDequantMatMul(g, &refused);
+    for (const std::string& why : refused) Log(level, LogLevel::kInfo, why);
+  }
   if (FuseStackedKVCache(g) > 0) {
     st = SortTopologically(g, {});
     if (!st.ok()) return st;

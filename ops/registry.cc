@@ -44,6 +44,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterStringOps(*r);
     RegisterTrainingOps(*r);
     RegisterFusedOps(*r);
+    RegisterWeightDequantOps(*r);
     RegisterQ4NXOps(*r);
     return r;
   }();

@@ -61,6 +61,15 @@ class PackedWeightsQ4 {
   static absl::StatusOr<PackedWeightsQ4> PackWith(int64_t K, int64_t N, const FillFn& fill,
                                                   ThreadPool* pool);
 
+  // Row-streaming form for sources stored [K, N] row-major (an ONNX MatMul B such as an int4
+  // DequantizeLinear weight): fill(b, codes, d, m) writes K block b = rows [32b, 32b+32) as
+  // codes N x 32 bytes (codes[n * 32 + i] for k = 32b + i), d and m N floats. Called once per
+  // block, possibly from several threads at once, so a caller can drop each block's source
+  // pages as soon as it is read.
+  using FillBlockFn = std::function<absl::Status(int64_t b, uint8_t* codes, float* d, float* m)>;
+  static absl::StatusOr<PackedWeightsQ4> PackBlocksWith(int64_t K, int64_t N,
+                                                        const FillBlockFn& fill, ThreadPool* pool);
+
   int64_t K() const { return k_; }
   int64_t N() const { return n_; }
   int64_t blocks() const { return k_ / kQ4Block; }
@@ -79,6 +88,11 @@ class PackedWeightsQ4 {
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
+  static absl::StatusOr<PackedWeightsQ4> Allocate(int64_t K, int64_t N);
+  // Writes columns [n0, n0 + nr) of block b from codes (column j's 32 codes at codes + j * ldc),
+  // d[j * ldd], m[j * ldd].
+  void StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes, int64_t ldc,
+                  const float* d, const float* m, int64_t ldd);
   int64_t k_ = 0;
   int64_t n_ = 0;
   std::unique_ptr<uint8_t[], Free> data_;

@@ -41,6 +41,15 @@ int FuseStackedKVCache(Graph& g);
 // internal RMSNorm node (see rms_norm_fusion.cc). Returns the number of norms rewritten.
 int FuseRMSNorm(Graph& g);
 
+// Rewrites DequantizeLinear(constant int4/uint4 weight blocked along K, or int8/uint8 per
+// column or per tensor) -> MatMul B (the DQ output read only as MatMul B operands) into one
+// internal WeightDequantMatMul node per MatMul (see weight_dequant_fusion.cc), whose kernel
+// runs the 4-bit or int8 GEMM on the integer weights. Returns the number of MatMuls rewritten;
+// `refused` (may be null) gets one line per weight-only group left unfused and why.
+int FuseWeightDequantMatMul(Graph& g, std::vector<std::string>* refused);
+// False when ONEINFER_WEIGHT_FUSION=0 (the per-node DequantizeLinear + MatMul path runs).
+bool WeightDequantFusionEnabled();
+
 // Static shape and type inference over a sorted graph: fills g.value_info for every node output
 // whose element type and (possibly symbolic) shape follow from declared types, initializers and
 // constant inputs; unknown ops and unknown inputs leave outputs unknown. A declared type that
