@@ -399,7 +399,9 @@ TEST(Q4NXExport, Qwen3RunsAndAgreesWithAFloatGraphOfTheDequantisedWeights) {
     max_abs = std::max(max_abs, std::fabs(lf[i]));
   }
   EXPECT_GT(max_abs, 0.1f);
-  EXPECT_LT(max_err, 1e-3f * max_abs) << max_err << " of " << max_abs;
+  // The 4-bit GEMM quantises activations per block of 32 to int8, the float twin does not: a
+  // fraction of a percent (0.57 % seen); a wrong nibble, row or block would be tens of percent.
+  EXPECT_LT(max_err, 2e-2f * max_abs) << max_err << " of " << max_abs;
   fs::remove_all(dir);
 }
 
