@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -110,16 +111,18 @@ void UnpackRows(const uint8_t* chunks, int64_t cols, int64_t r0, int64_t r1, uin
     const int64_t tr = row / kTileRows, r = row % kTileRows, i = row - r0;
     const int shift = r % 2 == 0 ? 0 : 4;  // even rows in the low nibble
     for (int64_t tc = 0; tc < tile_cols; ++tc) {
-      const auto* chunk = reinterpret_cast<const ChunkQ4_1*>(chunks + static_cast<size_t>(tr * tile_cols + tc) * kChunkBytesQ4_1);
+      // Byte offsets, not a struct pointer: a foreign file's data need not be 2-byte aligned.
+      const uint8_t* chunk = chunks + static_cast<size_t>(tr * tile_cols + tc) * kChunkBytesQ4_1;
       for (int64_t g = 0; g < kGroups; ++g) {
         uint16_t scale, zero;
-        std::memcpy(&scale, &chunk->scale[g * kTileRows + r], 2);
-        std::memcpy(&zero, &chunk->zero[g * kTileRows + r], 2);
+        std::memcpy(&scale, chunk + offsetof(ChunkQ4_1, scale) + 2 * (g * kTileRows + r), 2);
+        std::memcpy(&zero, chunk + offsetof(ChunkQ4_1, zero) + 2 * (g * kTileRows + r), 2);
         d[i * blocks + tc * kGroups + g] = Bf16ToF32(scale);
         m[i * blocks + tc * kGroups + g] = Bf16ToF32(zero);
       }
       uint8_t* dst = codes + i * cols + tc * kTileCols;
-      for (int64_t c = 0; c < kTileCols; ++c) dst[c] = static_cast<uint8_t>((chunk->codes[CodeIndex(r, c)] >> shift) & 15);
+      const uint8_t* code_bytes = chunk + offsetof(ChunkQ4_1, codes);
+      for (int64_t c = 0; c < kTileCols; ++c) dst[c] = static_cast<uint8_t>((code_bytes[CodeIndex(r, c)] >> shift) & 15);
     }
   }
 }
