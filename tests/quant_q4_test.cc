@@ -433,5 +433,52 @@ TEST(WeightDequantMatMul, LoadPeakMemoryNearPackedBytes) {
   std::filesystem::remove_all(dir);
 }
 
+// export-qwen3 --weights int8|int4 on the tiny random checkpoint: every projection and lm_head
+// behind a DequantizeLinear of the documented form, the embedding table still float, every
+// group fused at load (the plan has as many steps as the float graph's), and a bad value refused.
+TEST(WeightDequantMatMul, ExportQwen3WeightsInt8AndInt4) {
+  const auto dir = testing::TempDir("q4_export");
+  auto r = testing::RunCli("export-qwen3 --random tiny --seed 2 -o " + (dir / "ckpt").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string w : {"int8", "int4"}) {
+    const auto path = dir / w / "model.onnx";
+    r = testing::RunCli("export-qwen3 " + (dir / "ckpt").string() + " -o " + path.string() + " --cached --weights " + w);
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto model = LoadModelFromFile(path.string());
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Graph& g = (*model)->graph;
+    int dq = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op_type != "DequantizeLinear") continue;
+      ++dq;
+      const Tensor& wt = g.initializers.at(n.inputs[0]);
+      const Tensor& st = g.initializers.at(n.inputs[1]);
+      if (w == "int8") {
+        EXPECT_EQ(wt.dtype(), DType::kInt8);
+        EXPECT_EQ(n.GetInt("axis", -7), 1);
+        EXPECT_EQ(st.shape(), (Shape{wt.dim(1)}));
+      } else {
+        EXPECT_EQ(wt.dtype(), DType::kInt4);
+        EXPECT_EQ(n.GetInt("axis", -7), 0);
+        EXPECT_EQ(n.GetInt("block_size", 0), 32);
+        EXPECT_EQ(st.shape(), (Shape{wt.dim(0) / 32, wt.dim(1)}));
+      }
+    }
+    EXPECT_EQ(dq, 2 * 7 + 1) << w;  // 7 projections per layer, 2 layers, lm_head
+    EXPECT_EQ(g.initializers.at("model.embed_tokens.weight").dtype(), DType::kFloat32);
+    std::vector<std::string> refused;
+    EXPECT_EQ(FuseWeightDequantMatMul((*model)->graph, &refused), 15) << w;
+    EXPECT_TRUE(refused.empty());
+    r = testing::RunCli("run " + path.string() + " --prompt-ids 1,2,3 -n 3 --json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("generated_ids"), std::string::npos) << r.out;
+  }
+  r = testing::RunCli("export-qwen3 " + (dir / "ckpt").string() + " -o " + (dir / "x" / "model.onnx").string() + " --weights int3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--weights takes float, int8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not 'int3'"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace oneinfer
