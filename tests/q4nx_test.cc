@@ -408,6 +408,17 @@ TEST(Q4NXExport, Qwen3RunsAndAgreesWithAFloatGraphOfTheDequantisedWeights) {
   // The 4-bit GEMM quantises activations per block of 32 to int8, the float twin does not: a
   // fraction of a percent (0.57 % seen); a wrong nibble, row or block would be tens of percent.
   EXPECT_LT(max_err, 2e-2f * max_abs) << max_err << " of " << max_abs;
+
+  // The same file less one projection: run fails at load with one line naming it.
+  std::vector<SafetensorsOut> fewer;
+  for (const auto& [name, e] : (*file)->container().tensors()) {
+    if (name != "model.layers.1.mlp.down_proj.weight") fewer.push_back({name, e.dtype, e.shape, std::vector<unsigned char>(e.data, e.data + e.bytes)});
+  }
+  ASSERT_TRUE(q4nx::WriteQ4NX((dir / "q" / "model.q4nx").string(), fewer).ok());
+  r = RunCli("run " + (dir / "q" / "model.onnx").string() + " --prompt-ids 1,2 -n 1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("weight 'model.layers.1.mlp.down_proj.weight' [512, 256]: Q4NX file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no tensor 'model.layers.1.mlp.down_proj.weight'"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 
