@@ -57,10 +57,6 @@ bool WeightDequantFusionEnabled();
 // naming the value and both types. Returns the number of values typed.
 absl::StatusOr<int> InferShapes(Graph& g);
 
-}  // namespace oneinfer
-
-namespace oneinfer {
-
 // Looks up the 4-bit weight for graph input `name`, declared float32 [K, N]: its q4_1 chunks as
 // a uint8 tensor, or an error (missing, another chunk kind, wrong size).
 using ExternalWeightLookup = std::function<absl::StatusOr<Tensor>(const std::string& name, int64_t K, int64_t N)>;
