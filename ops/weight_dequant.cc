@@ -104,7 +104,14 @@ class WeightDequantMatMulKernel : public OpKernel {
     std::vector<float> scales(static_cast<size_t>(N), s_.data<float>()[0]);
     if (s_.num_elements() == N) std::memcpy(scales.data(), s_.data<float>(), N * sizeof(float));
     if (w_.dtype() == DType::kInt8) {
-      s8_ = A8W8Weights::FromInt8(w_.data<int8_t>(), K, N, N, scales.data());
+      // Rows already packed drop their file pages: lm_head's source never stays whole.
+      int64_t released = 0;
+      auto rows_done = [&](int64_t rows) {
+        uint8_t* base = const_cast<uint8_t*>(w_.data<uint8_t>());
+        ReleaseMappedPages(Tensor::View(DType::kUInt8, {(rows - released) * N}, base + released * N));
+        released = rows;
+      };
+      s8_ = A8W8Weights::FromInt8(w_.data<int8_t>(), K, N, N, scales.data(), rows_done);
     } else {  // uint8 with zero point 128: q - 128 is the signed code
       std::vector<int8_t> codes(static_cast<size_t>(K * N));
       const uint8_t* p = w_.data<uint8_t>();
