@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "engine/thread_pool.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
@@ -86,6 +88,34 @@ TEST(PackedWeightsQ4, RoundTripAndClearErrors) {
       ASSERT_EQ(p->m(b, n), m[n * 3 + b]);
     }
   }
+  EXPECT_EQ(p->scale_format(), Q4ScaleFormat::kF32);
+  // Scales a float16 holds: the 16-bit layout, same codes and values.
+  std::vector<float> d16(d), m16(m);
+  for (float& v : d16) v = static_cast<float>(Eigen::half(v));
+  for (float& v : m16) v = static_cast<float>(Eigen::half(v));
+  auto p16 = PackedWeightsQ4::Pack(K, N, codes.data(), d16.data(), m16.data(), nullptr);
+  ASSERT_TRUE(p16.ok()) << p16.status();
+  EXPECT_EQ(p16->scale_format(), Q4ScaleFormat::kF16);
+  EXPECT_EQ(p16->bytes(), static_cast<size_t>(2 * 3 * kQ4BlockStrideF16));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) ASSERT_EQ(p16->code(k, n), codes[n * K + k]);
+    for (int64_t b = 0; b < 3; ++b) {
+      ASSERT_EQ(p16->d(b, n), d16[n * 3 + b]);
+      ASSERT_EQ(p16->m(b, n), m16[n * 3 + b]);
+    }
+  }
+  // Asking for float16 scales that are not exact is an error naming the place.
+  auto not_exact = PackedWeightsQ4::PackWith(
+      K, N,
+      [&](int64_t n0, int64_t n1, uint8_t* c, float* dd, float* mm) {
+        std::memcpy(c, codes.data() + n0 * K, (n1 - n0) * K);
+        std::memcpy(dd, d.data() + n0 * 3, (n1 - n0) * 3 * sizeof(float));
+        std::memcpy(mm, m.data() + n0 * 3, (n1 - n0) * 3 * sizeof(float));
+        return absl::OkStatus();
+      },
+      nullptr, Q4ScaleFormat::kF16);
+  ASSERT_FALSE(not_exact.ok());
+  EXPECT_NE(not_exact.status().message().find("not exact in float16"), std::string::npos);
   auto bad_k = PackedWeightsQ4::Pack(40, N, codes.data(), d.data(), m.data(), nullptr);
   ASSERT_FALSE(bad_k.ok());
   EXPECT_NE(bad_k.status().message().find("multiple of 32"), std::string::npos);
@@ -107,10 +137,17 @@ TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
         for (int64_t N : {1, 15, 16, 17, 33, 70}) {
           const auto a = RandomFloats(M * K, rng, -2.0f, 2.0f);
           const auto codes = RandomCodes(N * K, rng);
-          const auto d = RandomFloats(N * K / 32, rng, 0.001f, 0.1f);
-          const auto m = RandomFloats(N * K / 32, rng, -0.8f, 0.0f);
+          auto d = RandomFloats(N * K / 32, rng, 0.001f, 0.1f);
+          auto m = RandomFloats(N * K / 32, rng, -0.8f, 0.0f);
+          // Every other case with float16-exact scales: the 16-bit scale layout.
+          const bool f16 = (M + N) % 2 == 0;
+          if (f16) {
+            for (float& v : d) v = static_cast<float>(Eigen::half(v));
+            for (float& v : m) v = static_cast<float>(Eigen::half(v));
+          }
           auto w = PackedWeightsQ4::Pack(K, N, codes.data(), d.data(), m.data(), nullptr);
           ASSERT_TRUE(w.ok());
+          ASSERT_EQ(w->scale_format(), f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
           std::vector<float> want(M * N), got(M * N, -7.0f), got_mt(M * N, -7.0f);
           gemm_q4_reference(M, K, N, a.data(), codes.data(), d.data(), m.data(), want.data());
           MatMulQ4(M, a.data(), *w, got.data(), nullptr);
