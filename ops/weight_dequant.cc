@@ -93,7 +93,14 @@ class WeightDequantMatMulKernel : public OpKernel {
       ReleaseMappedPages(Tensor::View(DType::kUInt8, {last - first}, const_cast<uint8_t*>(wp) + first));
       return absl::OkStatus();
     };
-    auto packed = PackedWeightsQ4::PackBlocksWith(K, N, fill, pool);
+    // Scales a float16 holds exactly (as export-qwen3 writes them) are stored as float16.
+    bool f16 = true;
+    for (int64_t i = 0; f16 && i < s_.num_elements(); ++i) {
+      const int32_t z = zp ? Nibble(zp, i, is_signed) : 0;
+      f16 = ExactInFloat16(sp[i]) && ExactInFloat16(-static_cast<float>(z + bias) * sp[i]);
+    }
+    auto packed = PackedWeightsQ4::PackBlocksWith(K, N, fill, pool,
+                                                  f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
     if (!packed.ok()) return absl::InvalidArgumentError(absl::StrCat(name_, ": ", packed.status().message()));
     q4_ = std::move(*packed);
     return absl::OkStatus();
@@ -104,7 +111,14 @@ class WeightDequantMatMulKernel : public OpKernel {
     std::vector<float> scales(static_cast<size_t>(N), s_.data<float>()[0]);
     if (s_.num_elements() == N) std::memcpy(scales.data(), s_.data<float>(), N * sizeof(float));
     if (w_.dtype() == DType::kInt8) {
-      s8_ = A8W8Weights::FromInt8(w_.data<int8_t>(), K, N, N, scales.data());
+      // Rows already packed drop their file pages: lm_head's source never stays whole.
+      int64_t released = 0;
+      auto rows_done = [&](int64_t rows) {
+        uint8_t* base = const_cast<uint8_t*>(w_.data<uint8_t>());
+        ReleaseMappedPages(Tensor::View(DType::kUInt8, {(rows - released) * N}, base + released * N));
+        released = rows;
+      };
+      s8_ = A8W8Weights::FromInt8(w_.data<int8_t>(), K, N, N, scales.data(), rows_done);
     } else {  // uint8 with zero point 128: q - 128 is the signed code
       std::vector<int8_t> codes(static_cast<size_t>(K * N));
       const uint8_t* p = w_.data<uint8_t>();

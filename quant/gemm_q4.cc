@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <Eigen/Core>
+
 #include "absl/strings/str_cat.h"
 #include "engine/thread_pool.h"
 #include "quant/gemm_q4_internal.h"
@@ -112,7 +114,12 @@ void QuantizeRowsQ8Blocks(int64_t M, int64_t K, const float* x, int8_t* q, float
       QuantizeBlock(x + i * K + b * B, q + i * K + b * B, s + i * kb + b, sum + i * kb + b);
 }
 
-absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N) {
+bool ExactInFloat16(float v) {
+  return static_cast<float>(Eigen::half(v)) == v || std::isnan(v);
+}
+
+absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N,
+                                                          Q4ScaleFormat format) {
   if (K <= 0 || K % B != 0)
     return absl::InvalidArgumentError(
         absl::StrCat("4-bit weights: K = ", K, " is not a positive multiple of ", B));
@@ -120,6 +127,7 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N) 
   PackedWeightsQ4 out;
   out.k_ = K;
   out.n_ = N;
+  out.format_ = format;
   const size_t bytes = out.bytes();
   out.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   if (out.data_ == nullptr)
@@ -127,25 +135,40 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N) 
   return out;
 }
 
-void PackedWeightsQ4::StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes,
-                                 int64_t ldc, const float* d, const float* m, int64_t ldd) {
+absl::Status PackedWeightsQ4::StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes,
+                                         int64_t ldc, const float* d, const float* m, int64_t ldd) {
+  const int64_t stride = block_stride();
   // Whole panels only (n0 % P == 0); the tail panel's padding columns get zeros.
   for (int64_t p0 = 0; p0 < nr; p0 += P) {
     const int64_t cols = std::min(P, nr - p0);
-    uint8_t* dst = data_.get() + ((n0 + p0) / P * blocks() + b) * kQ4BlockStride;
-    std::memset(dst, 0, kQ4BlockStride);
+    uint8_t* dst = data_.get() + ((n0 + p0) / P * blocks() + b) * stride;
+    std::memset(dst, 0, stride);
     for (int64_t j = 0; j < cols; ++j) {
       const uint8_t* c = codes + (p0 + j) * ldc;
       for (int64_t g = 0; g < 4; ++g)
         for (int64_t t = 0; t < 4; ++t)
           dst[64 * g + 4 * j + t] = static_cast<uint8_t>(c[8 * g + t] | (c[8 * g + 4 + t] << 4));
     }
-    float* dd = reinterpret_cast<float*>(dst + kQ4CodeBytes);
+    if (format_ == Q4ScaleFormat::kF32) {
+      float* dd = reinterpret_cast<float*>(dst + kQ4CodeBytes);
+      for (int64_t j = 0; j < cols; ++j) {
+        dd[j] = d[(p0 + j) * ldd];
+        dd[P + j] = m[(p0 + j) * ldd];
+      }
+      continue;
+    }
+    Eigen::half* dd = reinterpret_cast<Eigen::half*>(dst + kQ4CodeBytes);
     for (int64_t j = 0; j < cols; ++j) {
-      dd[j] = d[(p0 + j) * ldd];
-      dd[P + j] = m[(p0 + j) * ldd];
+      const float dv = d[(p0 + j) * ldd], mv = m[(p0 + j) * ldd];
+      if (!ExactInFloat16(dv) || !ExactInFloat16(mv))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "4-bit weights: d = ", dv, " or m = ", mv, " of column ", n0 + p0 + j, ", block ", b,
+            " is not exact in float16"));
+      dd[j] = Eigen::half(dv);
+      dd[P + j] = Eigen::half(mv);
     }
   }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -159,8 +182,9 @@ absl::Status CheckCodes(const uint8_t* codes, int64_t n, const std::function<std
 }  // namespace
 
 absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
-                                                          const FillFn& fill, ThreadPool* pool) {
-  auto out = Allocate(K, N);
+                                                          const FillFn& fill, ThreadPool* pool,
+                                                          Q4ScaleFormat format) {
+  auto out = Allocate(K, N, format);
   if (!out.ok()) return out.status();
   const int64_t kb = K / B;
   std::mutex mu;
@@ -176,13 +200,13 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
         st = CheckCodes(codes.data(), nr * K, [&](int64_t i) {
           return absl::StrCat("column ", n0 + i / K, ", k ", i % K);
         });
+      for (int64_t b = 0; st.ok() && b < kb; ++b)
+        st = out->StoreBlock(b, n0, nr, codes.data() + b * B, K, d.data() + b, m.data() + b, kb);
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = st;
         return;
       }
-      for (int64_t b = 0; b < kb; ++b)
-        out->StoreBlock(b, n0, nr, codes.data() + b * B, K, d.data() + b, m.data() + b, kb);
     }
   });
   if (!first_error.ok()) return first_error;
@@ -191,8 +215,9 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
 
 absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackBlocksWith(int64_t K, int64_t N,
                                                                 const FillBlockFn& fill,
-                                                                ThreadPool* pool) {
-  auto out = Allocate(K, N);
+                                                                ThreadPool* pool,
+                                                                Q4ScaleFormat format) {
+  auto out = Allocate(K, N, format);
   if (!out.ok()) return out.status();
   std::mutex mu;
   absl::Status first_error;
@@ -205,12 +230,12 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackBlocksWith(int64_t K, int64
         st = CheckCodes(codes.data(), N * B, [&](int64_t i) {
           return absl::StrCat("column ", i / B, ", k ", b * B + i % B);
         });
+      if (st.ok()) st = out->StoreBlock(b, 0, N, codes.data(), B, d.data(), m.data(), 1);
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = st;
         return;
       }
-      out->StoreBlock(b, 0, N, codes.data(), B, d.data(), m.data(), 1);
     }
   });
   if (!first_error.ok()) return first_error;
@@ -224,6 +249,9 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Pack(int64_t K, int64_t N, cons
     return absl::InvalidArgumentError(
         absl::StrCat("4-bit weights: K = ", K, " is not a positive multiple of ", B));
   const int64_t kb = K / B;
+  bool f16 = true;
+  for (int64_t i = 0; f16 && i < std::max<int64_t>(N, 0) * kb; ++i)
+    f16 = ExactInFloat16(d[i]) && ExactInFloat16(m[i]);
   return PackWith(
       K, N,
       [&](int64_t n0, int64_t n1, uint8_t* c, float* dd, float* mm) {
@@ -232,25 +260,35 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Pack(int64_t K, int64_t N, cons
         std::memcpy(mm, m + n0 * kb, (n1 - n0) * kb * sizeof(float));
         return absl::OkStatus();
       },
-      pool);
+      pool, f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
 }
 
 uint8_t PackedWeightsQ4::code(int64_t k, int64_t n) const {
   const int64_t b = k / B, i = k % B, g = i / 8, t = i % 4, j = n % P;
-  const uint8_t byte = panel(n / P)[b * kQ4BlockStride + 64 * g + 4 * j + t];
+  const uint8_t byte = panel(n / P)[b * block_stride() + 64 * g + 4 * j + t];
   return (i % 8) < 4 ? (byte & 0x0f) : (byte >> 4);
 }
 
-float PackedWeightsQ4::d(int64_t b, int64_t n) const {
+namespace {
+// Entry i of the d (i < 16) and m (i >= 16) array of one packed block.
+float ScaleEntry(const uint8_t* block, Q4ScaleFormat format, int64_t i) {
+  if (format == Q4ScaleFormat::kF16) {
+    Eigen::half h;
+    std::memcpy(&h, block + kQ4CodeBytes + i * 2, 2);
+    return static_cast<float>(h);
+  }
   float v;
-  std::memcpy(&v, panel(n / P) + b * kQ4BlockStride + kQ4CodeBytes + (n % P) * 4, 4);
+  std::memcpy(&v, block + kQ4CodeBytes + i * 4, 4);
   return v;
+}
+}  // namespace
+
+float PackedWeightsQ4::d(int64_t b, int64_t n) const {
+  return ScaleEntry(panel(n / P) + b * block_stride(), format_, n % P);
 }
 
 float PackedWeightsQ4::m(int64_t b, int64_t n) const {
-  float v;
-  std::memcpy(&v, panel(n / P) + b * kQ4BlockStride + kQ4CodeBytes + (P + n % P) * 4, 4);
-  return v;
+  return ScaleEntry(panel(n / P) + b * block_stride(), format_, P + n % P);
 }
 
 void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, ThreadPool* pool) {
@@ -271,6 +309,8 @@ void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, Thr
   });
 
   const GemmQ4Tier& t = ActiveTier();
+  const gemm_q4_internal::PanelFn panel =
+      w.scale_format() == Q4ScaleFormat::kF16 ? t.panel_f16 : t.panel;
   const int64_t mp = (M + t.mr - 1) / t.mr, np = w.panels();
   int64_t threads = pool != nullptr ? pool->num_threads() : 1;
   threads = std::max<int64_t>(1, std::min(threads, M * N * K / kMinTaskMacs));
@@ -287,8 +327,8 @@ void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, Thr
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t nr = std::min(P, N - p * P);
         for (int64_t r = ic; r < ic_end; r += t.mr)
-          t.panel(kb, q + r * K, K, s + r * kb, sum + r * kb, kb, w.panel(p), y + r * N + p * P,
-                  N, std::min(t.mr, ic_end - r), nr);
+          panel(kb, q + r * K, K, s + r * kb, sum + r * kb, kb, w.panel(p), y + r * N + p * P,
+                N, std::min(t.mr, ic_end - r), nr);
       }
     }
   };

@@ -31,8 +31,9 @@ inline constexpr int64_t kQ4Block = 32;  // K per quantisation block (weights an
 inline constexpr int64_t kQ4Panel = 16;  // output columns per packed panel (one zmm of int32)
 
 // Packed layout: column panels of kQ4Panel columns. Panel p holds, for each K block b in
-// order, kQ4BlockStride bytes: 256 bytes of codes, then 16 floats d, then 16 floats m (one per
-// column of the panel). Codes: 4 groups of 64 bytes, group g covering k = 8g .. 8g+7 of the
+// order, block_stride() bytes: 256 bytes of codes, then 16 d, then 16 m (one per column of the
+// panel), as float32 (kQ4BlockStride = 384 bytes, 0.75 bytes per weight) or, when every d and m
+// is exactly a float16 value, as float16 (kQ4BlockStrideF16 = 320, 0.625 bytes per weight). Codes: 4 groups of 64 bytes, group g covering k = 8g .. 8g+7 of the
 // block; byte 4j + t of a group holds column j's code for k = 8g + t in its low nibble and for
 // k = 8g + 4 + t in its high nibble. Unpacking a group with & 0x0f and >> 4 yields two
 // vpdpbusd operands (one 32-bit lane = 4 consecutive k of one column) and, read as two 32-byte
@@ -40,6 +41,13 @@ inline constexpr int64_t kQ4Panel = 16;  // output columns per packed panel (one
 // are zero codes with d = m = 0.
 inline constexpr int64_t kQ4CodeBytes = kQ4Panel * kQ4Block / 2;                       // 256
 inline constexpr int64_t kQ4BlockStride = kQ4CodeBytes + 2 * kQ4Panel * sizeof(float);  // 384
+inline constexpr int64_t kQ4BlockStrideF16 = kQ4CodeBytes + 2 * kQ4Panel * 2;             // 320
+
+// How d and m are stored. kF16 halves the scale bytes and is exact only for values a float16
+// holds (a scale rounded to float16 by its quantiser, ggml's and Q4NX's 16-bit scales).
+enum class Q4ScaleFormat { kF32, kF16 };
+// True when v converts to float16 and back unchanged.
+bool ExactInFloat16(float v);
 
 class PackedWeightsQ4 {
  public:
@@ -47,7 +55,7 @@ class PackedWeightsQ4 {
 
   // codes: N x K, one code (0..15) per byte, [out, in] order; d, m: N x K/32 row-major.
   // K must be a positive multiple of 32 (else InvalidArgument); a code above 15 is an error.
-  // pool may be null.
+  // pool may be null. kF16 is chosen when every d and m is exact in float16.
   static absl::StatusOr<PackedWeightsQ4> Pack(int64_t K, int64_t N, const uint8_t* codes,
                                               const float* d, const float* m, ThreadPool* pool);
 
@@ -58,8 +66,10 @@ class PackedWeightsQ4 {
   // Keeps the transient memory to a few panels whatever N is.
   using FillFn = std::function<absl::Status(int64_t n0, int64_t n1, uint8_t* codes, float* d,
                                             float* m)>;
+  // format kF16: every d and m must be exact in float16, else InvalidArgument.
   static absl::StatusOr<PackedWeightsQ4> PackWith(int64_t K, int64_t N, const FillFn& fill,
-                                                  ThreadPool* pool);
+                                                  ThreadPool* pool,
+                                                  Q4ScaleFormat format = Q4ScaleFormat::kF32);
 
   // Row-streaming form for sources stored [K, N] row-major (an ONNX MatMul B such as an int4
   // DequantizeLinear weight): fill(b, codes, d, m) writes K block b = rows [32b, 32b+32) as
@@ -68,16 +78,21 @@ class PackedWeightsQ4 {
   // pages as soon as it is read.
   using FillBlockFn = std::function<absl::Status(int64_t b, uint8_t* codes, float* d, float* m)>;
   static absl::StatusOr<PackedWeightsQ4> PackBlocksWith(int64_t K, int64_t N,
-                                                        const FillBlockFn& fill, ThreadPool* pool);
+                                                        const FillBlockFn& fill, ThreadPool* pool,
+                                                        Q4ScaleFormat format = Q4ScaleFormat::kF32);
 
   int64_t K() const { return k_; }
   int64_t N() const { return n_; }
   int64_t blocks() const { return k_ / kQ4Block; }
   int64_t panels() const { return (n_ + kQ4Panel - 1) / kQ4Panel; }
+  Q4ScaleFormat scale_format() const { return format_; }
+  int64_t block_stride() const {
+    return format_ == Q4ScaleFormat::kF16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  }
   // Resident bytes of the packed matrix (codes and per-block d, m).
-  size_t bytes() const { return static_cast<size_t>(panels() * blocks() * kQ4BlockStride); }
+  size_t bytes() const { return static_cast<size_t>(panels() * blocks() * block_stride()); }
   const uint8_t* data() const { return data_.get(); }
-  const uint8_t* panel(int64_t p) const { return data_.get() + p * blocks() * kQ4BlockStride; }
+  const uint8_t* panel(int64_t p) const { return data_.get() + p * blocks() * block_stride(); }
 
   // Test/debug accessors that decode one entry from the packed layout.
   uint8_t code(int64_t k, int64_t n) const;
@@ -88,13 +103,14 @@ class PackedWeightsQ4 {
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
-  static absl::StatusOr<PackedWeightsQ4> Allocate(int64_t K, int64_t N);
+  static absl::StatusOr<PackedWeightsQ4> Allocate(int64_t K, int64_t N, Q4ScaleFormat format);
   // Writes columns [n0, n0 + nr) of block b from codes (column j's 32 codes at codes + j * ldc),
   // d[j * ldd], m[j * ldd].
-  void StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes, int64_t ldc,
-                  const float* d, const float* m, int64_t ldd);
+  absl::Status StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes, int64_t ldc,
+                          const float* d, const float* m, int64_t ldd);
   int64_t k_ = 0;
   int64_t n_ = 0;
+  Q4ScaleFormat format_ = Q4ScaleFormat::kF32;
   std::unique_ptr<uint8_t[], Free> data_;
 };
 

@@ -15,8 +15,9 @@ using PanelFn = void (*)(int64_t kb, const int8_t* q, int64_t ldq, const float* 
 
 struct GemmQ4Tier {
   const char* name;
-  int64_t mr;  // rows per panel-kernel call
-  PanelFn panel;
+  int64_t mr;         // rows per panel-kernel call
+  PanelFn panel;      // d, m as float32 (kQ4BlockStride)
+  PanelFn panel_f16;  // d, m as float16 (kQ4BlockStrideF16)
 };
 
 extern const GemmQ4Tier kGemmQ4TierReference;

@@ -11,7 +11,8 @@
 namespace oneinfer::gemm_q4_internal {
 namespace {
 
-#define ONEINFER_AVX2 __attribute__((target("avx2,fma")))
+// F16C (vcvtph2ps) shipped before AVX2 on every x86 CPU that has AVX2.
+#define ONEINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 ONEINFER_AVX2 inline __m256i BroadcastQuad(const int8_t* p) {
   int32_t quad;
@@ -19,7 +20,16 @@ ONEINFER_AVX2 inline __m256i BroadcastQuad(const int8_t* p) {
   return _mm256_set1_epi32(quad);
 }
 
-template <int MR>
+// 8 scales at p: float32, or float16 widened exactly.
+template <bool F16>
+ONEINFER_AVX2 inline __m256 LoadScales(const uint8_t* p) {
+  if constexpr (F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  else
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+template <int MR, bool F16>
 ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int64_t ldq,
                                                 const float* s, const float* sum, int64_t lds,
                                                 const uint8_t* w, float* y, int64_t ldy,
@@ -29,7 +39,9 @@ ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int
   __m256 acc[MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < kb; ++b, w += kQ4BlockStride) {
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  for (int64_t b = 0; b < kb; ++b, w += stride) {
     __m256i d16[MR][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) d16[r][0] = d16[r][1] = _mm256_setzero_si256();
@@ -49,11 +61,11 @@ ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int
         }
       }
     }
-    const float* dm = reinterpret_cast<const float*>(w + kQ4CodeBytes);
+    const uint8_t* dm = w + kQ4CodeBytes;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256 d = _mm256_loadu_ps(dm + 8 * h);
-      const __m256 m = _mm256_loadu_ps(dm + kQ4Panel + 8 * h);
+      const __m256 d = LoadScales<F16>(dm + 8 * h * scale_bytes);
+      const __m256 m = LoadScales<F16>(dm + (kQ4Panel + 8 * h) * scale_bytes);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16[r][h], ones));
@@ -77,19 +89,21 @@ ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int
   }
 }
 
+template <bool F16>
 void gemm_q4b32_q8_f32_panel__avx2(int64_t kb, const int8_t* q, int64_t ldq, const float* s,
                                    const float* sum, int64_t lds, const uint8_t* w, float* y,
                                    int64_t ldy, int64_t mr, int64_t nr) {
   switch (mr) {
-    case 1: return gemm_q4b32_q8_f32_tile__avx2<1>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 2: return gemm_q4b32_q8_f32_tile__avx2<2>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 3: return gemm_q4b32_q8_f32_tile__avx2<3>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    default: return gemm_q4b32_q8_f32_tile__avx2<4>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 1: return gemm_q4b32_q8_f32_tile__avx2<1, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 2: return gemm_q4b32_q8_f32_tile__avx2<2, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 3: return gemm_q4b32_q8_f32_tile__avx2<3, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    default: return gemm_q4b32_q8_f32_tile__avx2<4, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
   }
 }
 
 }  // namespace
 
-const GemmQ4Tier kGemmQ4TierAvx2 = {"avx2", 4, gemm_q4b32_q8_f32_panel__avx2};
+const GemmQ4Tier kGemmQ4TierAvx2 = {"avx2", 4, gemm_q4b32_q8_f32_panel__avx2<false>,
+                                    gemm_q4b32_q8_f32_panel__avx2<true>};
 
 }  // namespace oneinfer::gemm_q4_internal

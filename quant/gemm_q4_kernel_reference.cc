@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <Eigen/Core>
+
 #include "quant/gemm_q4.h"
 #include "quant/gemm_q4_internal.h"
 
@@ -10,17 +12,34 @@ namespace {
 
 constexpr int64_t P = kQ4Panel;
 
+// d, m of one block as floats (F16: float16 values widened exactly).
+template <bool F16>
+void LoadScales(const uint8_t* block, float* d, float* m) {
+  if constexpr (F16) {
+    Eigen::half h[2 * P];
+    std::memcpy(h, block + kQ4CodeBytes, sizeof(h));
+    for (int64_t j = 0; j < P; ++j) {
+      d[j] = static_cast<float>(h[j]);
+      m[j] = static_cast<float>(h[P + j]);
+    }
+  } else {
+    std::memcpy(d, block + kQ4CodeBytes, P * sizeof(float));
+    std::memcpy(m, block + kQ4CodeBytes + P * sizeof(float), P * sizeof(float));
+  }
+}
+
+template <bool F16>
 void gemm_q4b32_q8_f32_panel__reference(int64_t kb, const int8_t* q, int64_t ldq, const float* s,
                                         const float* sum, int64_t lds, const uint8_t* w, float* y,
                                         int64_t ldy, int64_t mr, int64_t nr) {
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
   for (int64_t r = 0; r < mr; ++r) {
     float acc[P] = {};
     for (int64_t b = 0; b < kb; ++b) {
-      const uint8_t* wb = w + b * kQ4BlockStride;
+      const uint8_t* wb = w + b * stride;
       const int8_t* qb = q + r * ldq + b * kQ4Block;
       float d[P], m[P];
-      std::memcpy(d, wb + kQ4CodeBytes, sizeof(d));
-      std::memcpy(m, wb + kQ4CodeBytes + sizeof(d), sizeof(m));
+      LoadScales<F16>(wb, d, m);
       for (int64_t j = 0; j < P; ++j) {
         int32_t dot = 0;
         for (int64_t g = 0; g < 4; ++g)
@@ -38,6 +57,7 @@ void gemm_q4b32_q8_f32_panel__reference(int64_t kb, const int8_t* q, int64_t ldq
 
 }  // namespace
 
-const GemmQ4Tier kGemmQ4TierReference = {"reference", 4, gemm_q4b32_q8_f32_panel__reference};
+const GemmQ4Tier kGemmQ4TierReference = {"reference", 4, gemm_q4b32_q8_f32_panel__reference<false>,
+                                          gemm_q4b32_q8_f32_panel__reference<true>};
 
 }  // namespace oneinfer::gemm_q4_internal

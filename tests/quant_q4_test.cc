@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "engine/thread_pool.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
@@ -86,6 +88,34 @@ TEST(PackedWeightsQ4, RoundTripAndClearErrors) {
       ASSERT_EQ(p->m(b, n), m[n * 3 + b]);
     }
   }
+  EXPECT_EQ(p->scale_format(), Q4ScaleFormat::kF32);
+  // Scales a float16 holds: the 16-bit layout, same codes and values.
+  std::vector<float> d16(d), m16(m);
+  for (float& v : d16) v = static_cast<float>(Eigen::half(v));
+  for (float& v : m16) v = static_cast<float>(Eigen::half(v));
+  auto p16 = PackedWeightsQ4::Pack(K, N, codes.data(), d16.data(), m16.data(), nullptr);
+  ASSERT_TRUE(p16.ok()) << p16.status();
+  EXPECT_EQ(p16->scale_format(), Q4ScaleFormat::kF16);
+  EXPECT_EQ(p16->bytes(), static_cast<size_t>(2 * 3 * kQ4BlockStrideF16));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) ASSERT_EQ(p16->code(k, n), codes[n * K + k]);
+    for (int64_t b = 0; b < 3; ++b) {
+      ASSERT_EQ(p16->d(b, n), d16[n * 3 + b]);
+      ASSERT_EQ(p16->m(b, n), m16[n * 3 + b]);
+    }
+  }
+  // Asking for float16 scales that are not exact is an error naming the place.
+  auto not_exact = PackedWeightsQ4::PackWith(
+      K, N,
+      [&](int64_t n0, int64_t n1, uint8_t* c, float* dd, float* mm) {
+        std::memcpy(c, codes.data() + n0 * K, (n1 - n0) * K);
+        std::memcpy(dd, d.data() + n0 * 3, (n1 - n0) * 3 * sizeof(float));
+        std::memcpy(mm, m.data() + n0 * 3, (n1 - n0) * 3 * sizeof(float));
+        return absl::OkStatus();
+      },
+      nullptr, Q4ScaleFormat::kF16);
+  ASSERT_FALSE(not_exact.ok());
+  EXPECT_NE(not_exact.status().message().find("not exact in float16"), std::string::npos);
   auto bad_k = PackedWeightsQ4::Pack(40, N, codes.data(), d.data(), m.data(), nullptr);
   ASSERT_FALSE(bad_k.ok());
   EXPECT_NE(bad_k.status().message().find("multiple of 32"), std::string::npos);
@@ -107,10 +137,17 @@ TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
         for (int64_t N : {1, 15, 16, 17, 33, 70}) {
           const auto a = RandomFloats(M * K, rng, -2.0f, 2.0f);
           const auto codes = RandomCodes(N * K, rng);
-          const auto d = RandomFloats(N * K / 32, rng, 0.001f, 0.1f);
-          const auto m = RandomFloats(N * K / 32, rng, -0.8f, 0.0f);
+          auto d = RandomFloats(N * K / 32, rng, 0.001f, 0.1f);
+          auto m = RandomFloats(N * K / 32, rng, -0.8f, 0.0f);
+          // Every other case with float16-exact scales: the 16-bit scale layout.
+          const bool f16 = (M + N) % 2 == 0;
+          if (f16) {
+            for (float& v : d) v = static_cast<float>(Eigen::half(v));
+            for (float& v : m) v = static_cast<float>(Eigen::half(v));
+          }
           auto w = PackedWeightsQ4::Pack(K, N, codes.data(), d.data(), m.data(), nullptr);
           ASSERT_TRUE(w.ok());
+          ASSERT_EQ(w->scale_format(), f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
           std::vector<float> want(M * N), got(M * N, -7.0f), got_mt(M * N, -7.0f);
           gemm_q4_reference(M, K, N, a.data(), codes.data(), d.data(), m.data(), want.data());
           MatMulQ4(M, a.data(), *w, got.data(), nullptr);
@@ -361,58 +398,53 @@ int64_t ProcStatusBytes(const char* key) {
   return -1;
 }
 
-// A 4-bit weight in external data is packed at load without a float copy (that would be 256 MiB
-// here): the load's peak RSS stays within 1.3x the packed bytes, since the int4 source's file
-// pages are dropped block row by block row as they are packed.
-TEST(WeightDequantMatMul, LoadPeakMemoryNearPackedBytes) {
-  const int64_t K = 4096, N = 16384, kb = K / 32;  // 64 Mi weights: 32 MiB int4, 48 MiB packed
-  const auto dir = testing::TempDir("q4_rss");
+// An int4 (or int8) weight in external data is packed at load without a float copy (that would
+// be 256 MiB here): the load's peak RSS stays within 1.3x the packed bytes, since the source's
+// file pages are dropped as it is packed (block rows for int4, row chunks for int8).
+void CheckLoadPeakMemory(bool four) {
+  const int64_t K = 4096, N = 16384, kb = K / 32;  // 64 Mi weights
+  const int64_t wbytes = four ? K * N / 2 : K * N, scount = four ? kb * N : N;
+  const auto dir = testing::TempDir(four ? "q4_rss" : "s8_rss");
   {
     std::ofstream data(dir / "w.bin", std::ios::binary);
     std::mt19937 rng(31);
     std::vector<char> chunk(1 << 20);
-    for (int64_t done = 0; done < K * N / 2; done += chunk.size()) {
+    for (int64_t done = 0; done < wbytes; done += chunk.size()) {
       for (char& c : chunk) c = static_cast<char>(rng());
       data.write(chunk.data(), chunk.size());
     }
-    const std::vector<float> scales(kb * N, 0.01f);  // after the codes, as the exporter does
+    const std::vector<float> scales(scount, 0.01f);  // after the codes, as the exporter does
     data.write(reinterpret_cast<const char*>(scales.data()), scales.size() * sizeof(float));
   }
   onnx::ModelProto model = testing::MakeModel(21);
   auto* g = model.mutable_graph();
-  auto* w = g->add_initializer();
-  w->set_name("W");
-  w->set_data_type(kOnnxInt4);
-  w->add_dims(K);
-  w->add_dims(N);
-  w->set_data_location(onnx::TensorProto::EXTERNAL);
-  for (auto [k, v] : {std::pair<const char*, std::string>{"location", "w.bin"}, {"offset", "0"},
-                      {"length", std::to_string(K * N / 2)}}) {
-    auto* e = w->add_external_data();
-    e->set_key(k);
-    e->set_value(v);
-  }
-  auto* sc = g->add_initializer();
-  sc->set_name("S");
-  sc->set_data_type(onnx::TensorProto::FLOAT);
-  sc->add_dims(kb);
-  sc->add_dims(N);
-  sc->set_data_location(onnx::TensorProto::EXTERNAL);
-  for (auto [k, v] : {std::pair<const char*, std::string>{"location", "w.bin"}, {"offset", std::to_string(K * N / 2)},
-                      {"length", std::to_string(kb * N * 4)}}) {
-    auto* e = sc->add_external_data();
-    e->set_key(k);
-    e->set_value(v);
-  }
+  auto external = [&](onnx::TensorProto* t, const std::string& name, int type, std::vector<int64_t> dims,
+                      int64_t offset, int64_t length) {
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair<const char*, std::string>{"location", "w.bin"}, {"offset", std::to_string(offset)},
+                        {"length", std::to_string(length)}}) {
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+  };
+  external(g->add_initializer(), "W", four ? kOnnxInt4 : onnx::TensorProto::INT8, {K, N}, 0, wbytes);
+  external(g->add_initializer(), "S", onnx::TensorProto::FLOAT, four ? std::vector<int64_t>{kb, N} : std::vector<int64_t>{N},
+           wbytes, scount * 4);
   auto dq = testing::MakeNode("DequantizeLinear", {"W", "S"}, {"Wf"}, "dq");
   auto* ax = dq.add_attribute();
   ax->set_name("axis");
   ax->set_type(onnx::AttributeProto::INT);
-  ax->set_i(0);
-  auto* bs = dq.add_attribute();
-  bs->set_name("block_size");
-  bs->set_type(onnx::AttributeProto::INT);
-  bs->set_i(32);
+  ax->set_i(four ? 0 : 1);
+  if (four) {
+    auto* bs = dq.add_attribute();
+    bs->set_name("block_size");
+    bs->set_type(onnx::AttributeProto::INT);
+    bs->set_i(32);
+  }
   *g->add_node() = dq;
   *g->add_node() = testing::MakeNode("MatMul", {"x", "Wf"}, {"y"}, "mm");
   *g->add_input() = testing::TensorInfo("x", onnx::TensorProto::FLOAT, {1, K});
@@ -426,11 +458,17 @@ TEST(WeightDequantMatMul, LoadPeakMemoryNearPackedBytes) {
   auto s = Session::Load((dir / "model.onnx").string(), opts);
   ASSERT_TRUE(s.ok()) << s.status();
   const int64_t peak = ProcStatusBytes("VmHWM:") - before;
-  const double packed = double(K / 32) * ((N + 15) / 16) * kQ4BlockStride;
-  EXPECT_LE(peak, 1.3 * packed) << "peak " << peak / 1048576 << " MiB, packed " << packed / 1048576 << " MiB";
+  const double packed = four ? double(kb) * ((N + 15) / 16) * kQ4BlockStride : double(K) * N;
+  EXPECT_LE(peak, 1.3 * packed) << (four ? "int4" : "int8") << ": peak " << peak / 1048576 << " MiB, packed "
+                                << packed / 1048576 << " MiB";
   auto y = (*s)->Run({{"x", Tensor::FromVector(DType::kFloat32, {1, K}, std::vector<float>(K, 1.0f))}});
   ASSERT_TRUE(y.ok()) << y.status();
   std::filesystem::remove_all(dir);
+}
+
+TEST(WeightDequantMatMul, LoadPeakMemoryNearPackedBytes) {
+  CheckLoadPeakMemory(true);
+  CheckLoadPeakMemory(false);
 }
 
 // export-qwen3 --weights int8|int4 on the tiny random checkpoint: every projection and lm_head

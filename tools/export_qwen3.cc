@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
@@ -211,7 +212,8 @@ void QuantizeInt8PerColumn(const std::vector<float>& w, int64_t N, int64_t K, st
 
 // w: [N, K] -> int4 [K, N] packed two per byte, blocks of 32 along K per column with scale
 // d = v / -8 where v is the block's value of largest magnitude (so v maps to -8, the full
-// int4 range is used, as ggml's q4_0), q = clamp(round(w / d), -8, 7); scales [K/32, N].
+// int4 range is used, as ggml's q4_0), rounded to float16, q = clamp(round(w / d), -8, 7);
+// scales [K/32, N].
 void QuantizeInt4Blocked(const std::vector<float>& w, int64_t N, int64_t K, std::vector<uint8_t>* packed,
                          std::vector<float>* scales) {
   const int64_t kb = K / 32;
@@ -222,7 +224,11 @@ void QuantizeInt4Blocked(const std::vector<float>& w, int64_t N, int64_t K, std:
       float v = 0.0f;
       for (int64_t k = 32 * b; k < 32 * b + 32; ++k)
         if (std::fabs(w[n * K + k]) > std::fabs(v)) v = w[n * K + k];
-      const float d = v / -8.0f;
+      // d rounded to a float16 value (when that is a normal one) lets the 4-bit kernel keep
+      // its scales in 16 bits; the codes are then chosen against the rounded d.
+      float d = v / -8.0f;
+      const float d16 = static_cast<float>(Eigen::half(d));
+      if (std::fabs(d16) >= 6.103515625e-05f && std::isfinite(d16)) d = d16;
       (*scales)[b * N + n] = d;
       for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
         const int q = d == 0.0f ? 0 : static_cast<int>(std::clamp(std::nearbyint(w[n * K + k] / d), -8.0f, 7.0f));
