@@ -2,6 +2,8 @@
 // (graph/passes/external_weight_binding.cc). Inputs: A float [..., K]; W uint8 [tiles, 5120],
 // the weight's q4_1 chunks viewing the mapped file. Attributes K, N. The chunks are repacked
 // once into PackedWeightsQ4 (PrepareWeights), a panel at a time, then their file pages dropped.
+#include <cstddef>
+#include <cstring>
 #include <mutex>
 
 #include "engine/kernel.h"
@@ -29,7 +31,7 @@ class MatMulQ4NXKernel : public OpKernel {
             q4nx::UnpackRows(chunks_.data<uint8_t>(), K_, n0, n1, codes, d, m);
             return absl::OkStatus();
           },
-          pool);
+          pool, ScaleFormat());
       if (!packed.ok()) {
         prepared_ = packed.status();
         return;
@@ -58,6 +60,20 @@ class MatMulQ4NXKernel : public OpKernel {
   }
 
  private:
+  // bf16 scales and zeros mostly fit float16 exactly (8 mantissa bits of 11, and the usual
+  // exponents): then the packed form keeps them in half the bytes.
+  Q4ScaleFormat ScaleFormat() const {
+    const uint8_t* p = chunks_.data<uint8_t>();
+    for (int64_t t = 0; t < chunks_.dim(0); ++t, p += q4nx::kChunkBytesQ4_1) {
+      for (size_t i = 0; i < offsetof(q4nx::ChunkQ4_1, codes); i += 2) {
+        uint16_t v;
+        std::memcpy(&v, p + i, 2);
+        if (!ExactInFloat16(Bf16ToF32(v))) return Q4ScaleFormat::kF32;
+      }
+    }
+    return Q4ScaleFormat::kF16;
+  }
+
   std::string node_;
   Tensor chunks_;
   int64_t K_, N_;
