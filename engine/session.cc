@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/log.h"
+#include "engine/q4nx_binding.h"
 #include "engine/session_impl.h"
 #include "graph/passes/passes.h"
 #include "quant/qdq_gemm.h"
@@ -43,6 +44,8 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
 
   Graph& g = model->graph;
   const size_t loaded_nodes = g.nodes.size();
+  // Weights named by the model's Q4NX file replace their graph inputs before anything else.
+  if (absl::Status bound = BindQ4NXWeightFile(*model); !bound.ok()) return bound;
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
   if (options.qdq_fusion && QdqFusionEnabledByEnv()) {
@@ -51,6 +54,11 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
     QdqDebug("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)");
   }
   FuseRMSNorm(g);
+  if (WeightDequantFusionEnabled()) {
+    std::vector<std::string> refused;
+    FuseWeightDequantMatMul(g, &refused);
+    for (const std::string& why : refused) Log(level, LogLevel::kInfo, why);
+  }
   if (FuseStackedKVCache(g) > 0) {
     st = SortTopologically(g, {});
     if (!st.ok()) return st;

@@ -21,5 +21,7 @@ void RegisterStringOps(KernelRegistry& r);        // ops/string.cc
 void RegisterTrainingOps(KernelRegistry& r);      // ops/training.cc (optimizers, losses)
 void RegisterFusedOps(KernelRegistry& r);         // ops/fused.cc (engine-internal fused nodes)
 void RegisterQdqMatMulOps(KernelRegistry& r);     // ops/qdq_matmul.cc (fused QDQ MatMul)
+void RegisterWeightDequantOps(KernelRegistry& r);  // ops/weight_dequant.cc (int4/int8 weight MatMul)
+void RegisterQ4NXOps(KernelRegistry& r);          // ops/matmul_q4nx.cc (MatMul on Q4NX weights)
 
 }  // namespace oneinfer

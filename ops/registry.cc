@@ -45,6 +45,8 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterTrainingOps(*r);
     RegisterFusedOps(*r);
     RegisterQdqMatMulOps(*r);
+    RegisterWeightDequantOps(*r);
+    RegisterQ4NXOps(*r);
     return r;
   }();
   return *registry;

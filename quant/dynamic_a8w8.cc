@@ -126,6 +126,15 @@ A8W8Weights A8W8Weights::FromFloatTransposed(const float* w, int64_t K, int64_t 
   return out;
 }
 
+A8W8Weights A8W8Weights::FromInt8(const int8_t* w, int64_t K, int64_t N, int64_t ldw,
+                                  const float* scales,
+                                  const std::function<void(int64_t)>& rows_done) {
+  A8W8Weights out;
+  out.scales_.assign(scales, scales + std::max<int64_t>(0, N));
+  out.packed_ = PackedWeightsS8::Pack(w, K, N, ldw, rows_done);
+  return out;
+}
+
 void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
   const int64_t K = w.K(), N = w.N();
   if (M <= 0 || N <= 0) return;

@@ -37,6 +37,12 @@ class A8W8Weights {
   static A8W8Weights FromFloat(const float* w, int64_t K, int64_t N, npu::Router* router = nullptr);
   // w: N x K float row-major (Gemm with transB = 1).
   static A8W8Weights FromFloatTransposed(const float* w, int64_t K, int64_t N);
+  // Weights already quantised (an ONNX int8 DequantizeLinear with zero point 0):
+  // w: K x N int8 codes row-major (ldw >= N), scales: N entries, W[k][n] = w[k][n] * scales[n].
+  // rows_done: as PackedWeightsS8::Pack's.
+  static A8W8Weights FromInt8(const int8_t* w, int64_t K, int64_t N, int64_t ldw,
+                              const float* scales,
+                              const std::function<void(int64_t)>& rows_done = nullptr);
 
   int64_t K() const { return packed_.K(); }
   int64_t N() const { return packed_.N(); }

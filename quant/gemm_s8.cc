@@ -243,7 +243,8 @@ PackedWeightsS8 PackedWeightsS8::Allocate(int64_t K, int64_t N) {
   return packed;
 }
 
-PackedWeightsS8 PackedWeightsS8::Pack(const int8_t* w, int64_t K, int64_t N, int64_t ldw) {
+PackedWeightsS8 PackedWeightsS8::Pack(const int8_t* w, int64_t K, int64_t N, int64_t ldw,
+                                      const std::function<void(int64_t)>& rows_done) {
   PackedWeightsS8 packed = Allocate(K, N);
   if (packed.bytes() == 0) return packed;
   int8_t* d = packed.data_.get();
@@ -256,6 +257,7 @@ PackedWeightsS8 PackedWeightsS8::Pack(const int8_t* w, int64_t K, int64_t N, int
       dk[(n / P) * kp * P + (n % P) * 4] = s[n];
       packed.col_sums_[n] += s[n];
     }
+    if (rows_done && ((k + 1) % 64 == 0 || k + 1 == packed.k_)) rows_done(k + 1);
   }
   return packed;
 }

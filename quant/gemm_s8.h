@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,10 @@ class PackedWeightsS8 {
 
   PackedWeightsS8() = default;
   // w: K x N int8 row-major, leading dim ldw >= N. Requires 0 <= K <= kMaxK.
-  static PackedWeightsS8 Pack(const int8_t* w, int64_t K, int64_t N, int64_t ldw);
+  // rows_done (optional) is called now and then with the number of rows of w read so far, so a
+  // caller can drop a mapped source's pages while a large matrix is packed.
+  static PackedWeightsS8 Pack(const int8_t* w, int64_t K, int64_t N, int64_t ldw,
+                              const std::function<void(int64_t)>& rows_done = nullptr);
   // w: N x K int8 row-major (ONNX Gemm transB / an [out, in] weight), leading dim ldw >= K.
   static PackedWeightsS8 PackTransposed(const int8_t* w, int64_t K, int64_t N, int64_t ldw);
 

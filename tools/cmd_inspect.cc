@@ -7,10 +7,12 @@
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/q4nx_binding.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/matmul.h"
+#include "quant/gemm_q4.h"
 #include "quant/gemm_s8.h"
 #include "tools/cli.h"
 
@@ -66,6 +68,13 @@ int CmdInspect(int argc, char** argv) {
   if (pos.size() != 1) return Fail("inspect needs exactly one MODEL.onnx (see oneinfer inspect --help)");
   auto model = LoadModelFromFile(pos[0]);
   if (!model.ok()) return Fail(model.status());
+  // A model with a Q4NX weight file is bound as a session binds it (its errors included).
+  int q4nx_bound = -1;
+  if ((*model)->metadata.count(kQ4NXWeightsKey) != 0) {
+    if (auto s = BindQ4NXWeightFile(**model); !s.ok()) return Fail(s);
+    q4nx_bound = 0;
+    for (const Node& n : (*model)->graph.nodes) q4nx_bound += n.op_type == "MatMulQ4NX" ? 1 : 0;
+  }
   const Graph& g = (*model)->graph;
 
   std::cout << "model: " << pos[0] << "\n";
@@ -95,6 +104,11 @@ int CmdInspect(int argc, char** argv) {
   std::cout << "\ninitializers: " << count << ", inline " << Human(static_cast<double>(inline_bytes)) << " ("
             << inline_bytes << " bytes), external " << Human(static_cast<double>(external_bytes)) << " ("
             << external_bytes << " bytes)\n";
+
+  if (q4nx_bound >= 0) {
+    std::cout << "\nQ4NX weights ('" << (*model)->metadata.at(kQ4NXWeightsKey) << "'): " << q4nx_bound
+              << " MatMuls read q4_1 weights, bound to the 4-bit GEMM (" << Q4TierName() << ")\n";
+  }
 
   // The binding table, as the session would build it.
   std::map<std::pair<int64_t, int64_t>, std::pair<int, MatMulBinding>> census;

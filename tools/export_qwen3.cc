@@ -2,16 +2,19 @@
 //
 // Weights go to an external data file beside the graph. Projection weights are stored
 // transposed ([in, out], so each MatMul reads [K, N]) under the checkpoint's own names.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
 #include "tools/cli.h"
+#include "tools/export_q4nx.h"
 #include "tools/safetensors.h"
 
 namespace oneinfer::cli {
@@ -22,7 +25,7 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kHelp =
-    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached]\n"
+    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached] [--weights FORMAT]\n"
     "       oneinfer export-qwen3 --random CONFIG -o DIR [--layers N] [--seed S]\n"
     "\n"
     "Reads config.json and model.safetensors (or shards with model.safetensors.index.json;\n"
@@ -30,6 +33,12 @@ constexpr const char* kHelp =
     "  default    input_ids int64 [1, S] -> logits float [1, S, V]\n"
     "  --cached   adds past_kv float [2L, 1, KVH, P, D] -> present_kv [2L, 1, KVH, P+S, D]\n"
     "             (index 2l = key of layer l, 2l+1 = value); positions start at P\n"
+    "  --weights  float (default) | int8: projections and lm_head as int8 per output column\n"
+    "             (symmetric) + DequantizeLinear axis=1 | int4: int4 in blocks of 32 along K\n"
+    "             (q4_0-style symmetric) + DequantizeLinear axis=0, block_size=32; the embedding\n"
+    "             Gather keeps its float table | q4nx: projections and lm_head as 4-bit q4_1\n"
+    "             in MODEL.q4nx (a Q4NX file), read by the graph as float [in, out] inputs\n"
+    "             of their checkpoint names, bound from that file at load (docs/q4nx.md)\n"
     "tokenizer.json, tokenizer_config.json and generation_config.json are copied beside it.\n"
     "\n"
     "--random writes a random-weight checkpoint (config.json + model.safetensors, BF16) of a\n"
@@ -113,13 +122,18 @@ class Builder {
   }
   // A weight in the external data file, 64-byte aligned.
   std::string Weight(const std::string& name, const std::vector<float>& v, const std::vector<int64_t>& dims) {
+    return Raw(name, onnx::TensorProto::FLOAT, v.data(), v.size() * sizeof(float), dims);
+  }
+  // Any element type, its bytes as ONNX stores them (int4: two per byte, low nibble first).
+  std::string Raw(const std::string& name, int type, const void* bytes_in, size_t bytes,
+                  const std::vector<int64_t>& dims) {
     while (offset_ % 64) {
       data_->put('\0');
       ++offset_;
     }
     auto* t = g_->add_initializer();
     t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->set_data_type(type);
     for (int64_t d : dims) t->add_dims(d);
     t->set_data_location(onnx::TensorProto::EXTERNAL);
     auto kv = [&](const char* k, const std::string& val) {
@@ -127,11 +141,10 @@ class Builder {
       e->set_key(k);
       e->set_value(val);
     };
-    const size_t bytes = v.size() * sizeof(float);
     kv("location", data_name_);
     kv("offset", std::to_string(offset_));
     kv("length", std::to_string(bytes));
-    data_->write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(bytes));
+    data_->write(static_cast<const char*>(bytes_in), static_cast<std::streamsize>(bytes));
     offset_ += bytes;
     return name;
   }
@@ -176,7 +189,57 @@ std::vector<float> Transposed(const std::vector<float>& w, int64_t out, int64_t 
   return t;
 }
 
-absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached) {
+enum class WeightFormat { kFloat, kInt8, kInt4 };
+// ONNX's int4 element type (IR 10), newer than the system onnx.proto's enum.
+constexpr int kOnnxInt4 = 22;
+
+// w: [N, K] row-major (a checkpoint's [out, in]) -> int8 [K, N] codes with one symmetric scale
+// per output column (amax / 127, round half to even); the codes' bytes and the N scales.
+void QuantizeInt8PerColumn(const std::vector<float>& w, int64_t N, int64_t K, std::vector<int8_t>* q,
+                           std::vector<float>* scales) {
+  q->assign(static_cast<size_t>(N * K), 0);
+  scales->assign(static_cast<size_t>(N), 0.0f);
+  for (int64_t n = 0; n < N; ++n) {
+    float amax = 0.0f;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
+    const float s = amax / 127.0f;
+    (*scales)[n] = s;
+    if (s == 0.0f) continue;
+    for (int64_t k = 0; k < K; ++k)
+      (*q)[k * N + n] = static_cast<int8_t>(std::clamp(std::nearbyint(w[n * K + k] / s), -127.0f, 127.0f));
+  }
+}
+
+// w: [N, K] -> int4 [K, N] packed two per byte, blocks of 32 along K per column with scale
+// d = v / -8 where v is the block's value of largest magnitude (so v maps to -8, the full
+// int4 range is used, as ggml's q4_0), rounded to float16, q = clamp(round(w / d), -8, 7);
+// scales [K/32, N].
+void QuantizeInt4Blocked(const std::vector<float>& w, int64_t N, int64_t K, std::vector<uint8_t>* packed,
+                         std::vector<float>* scales) {
+  const int64_t kb = K / 32;
+  packed->assign(static_cast<size_t>((K * N + 1) / 2), 0);
+  scales->assign(static_cast<size_t>(kb * N), 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < kb; ++b) {
+      float v = 0.0f;
+      for (int64_t k = 32 * b; k < 32 * b + 32; ++k)
+        if (std::fabs(w[n * K + k]) > std::fabs(v)) v = w[n * K + k];
+      // d rounded to a float16 value (when that is a normal one) lets the 4-bit kernel keep
+      // its scales in 16 bits; the codes are then chosen against the rounded d.
+      float d = v / -8.0f;
+      const float d16 = static_cast<float>(Eigen::half(d));
+      if (std::fabs(d16) >= 6.103515625e-05f && std::isfinite(d16)) d = d16;
+      (*scales)[b * N + n] = d;
+      for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+        const int q = d == 0.0f ? 0 : static_cast<int>(std::clamp(std::nearbyint(w[n * K + k] / d), -8.0f, 7.0f));
+        const int64_t i = k * N + n;
+        (*packed)[i / 2] |= static_cast<uint8_t>((q & 0xF) << ((i % 2) * 4));
+      }
+    }
+}
+
+absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached,
+                    WeightFormat format = WeightFormat::kFloat, Q4NXWeightSink* q4nx = nullptr) {
   auto cfg_or = ReadConfig(ckpt_dir / "config.json");
   if (!cfg_or.ok()) return cfg_or.status();
   const Qwen3Config& c = *cfg_or;
@@ -229,6 +292,39 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
 
   // Loads a checkpoint tensor; projections are transposed to [in, out].
   absl::Status status;
+  // A projection [N, K] = [out, in] as the MatMul B operand [K, N] in the chosen format:
+  // float, or integer codes + scales behind a DequantizeLinear (weight-only quantisation).
+  auto projection = [&](const std::string& name, const std::vector<float>& w, int64_t N, int64_t K) -> std::string {
+    if (q4nx != nullptr) {  // q4_1 in the Q4NX file; the graph reads a named input
+      auto in = q4nx->Add(g, name, w, N, K);
+      if (!in.ok()) status = in.status();
+      return name;
+    }
+    if (format == WeightFormat::kFloat) return b.Weight(name, Transposed(w, N, K), {K, N});
+    std::vector<float> scales;
+    std::string codes;
+    onnx::AttributeProto block;
+    int64_t axis = 1;
+    if (format == WeightFormat::kInt8) {
+      std::vector<int8_t> q;
+      QuantizeInt8PerColumn(w, N, K, &q, &scales);
+      codes = b.Raw(name, onnx::TensorProto::INT8, q.data(), q.size(), {K, N});
+      b.Raw(name + "_scale", onnx::TensorProto::FLOAT, scales.data(), scales.size() * sizeof(float), {N});
+    } else {
+      if (K % 32 != 0) {
+        status = absl::InvalidArgumentError(absl::StrCat("int4 export: '", name, "' has K = ", K, ", not a multiple of 32"));
+        return name;
+      }
+      std::vector<uint8_t> q;
+      QuantizeInt4Blocked(w, N, K, &q, &scales);
+      codes = b.Raw(name, kOnnxInt4, q.data(), q.size(), {K, N});
+      b.Raw(name + "_scale", onnx::TensorProto::FLOAT, scales.data(), scales.size() * sizeof(float), {K / 32, N});
+      axis = 0;
+    }
+    std::vector<onnx::AttributeProto> attrs = {AttrI("axis", axis)};
+    if (format == WeightFormat::kInt4) attrs.push_back(AttrI("block_size", 32));
+    return b.Op("DequantizeLinear", {codes, name + "_scale"}, name + "_dq", attrs);
+  };
   auto weight = [&](const std::string& name, std::vector<int64_t> shape, bool transpose) -> std::string {
     if (!status.ok()) return name;
     auto w = ck.ReadF32(name, shape);
@@ -236,7 +332,7 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
       status = w.status();
       return name;
     }
-    if (transpose) return b.Weight(name, Transposed(*w, shape[0], shape[1]), {shape[1], shape[0]});
+    if (transpose) return projection(name, *w, shape[0], shape[1]);
     return b.Weight(name, *w, shape);
   };
 
@@ -331,7 +427,7 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
     // Tied: the head is the embedding, stored transposed as its own [H, V] weight.
     auto e = ck.ReadF32("model.embed_tokens.weight", {V, H});
     if (!e.ok()) return e.status();
-    lm_head = b.Weight("lm_head.weight", Transposed(*e, V, H), {H, V});
+    lm_head = projection("lm_head.weight", *e, V, H);
   } else {
     lm_head = weight("lm_head.weight", {V, H}, true);
   }
@@ -365,6 +461,9 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
   }
   data.close();
   if (!data) return absl::InternalError("writing the external data failed");
+  if (q4nx != nullptr) {
+    if (auto st = q4nx->Finish(&model); !st.ok()) return st;
+  }
   std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
   if (!f || !model.SerializeToOstream(&f)) return absl::InternalError(absl::StrCat("cannot write '", out_path.string(), "'"));
   for (const char* side : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
@@ -447,6 +546,14 @@ int CmdExportQwen3(int argc, char** argv) {
   args.Take("--layers", &layers);
   args.Take("--seed", &seed);
   const bool cached = args.TakeFlag("--cached");
+  std::string weights = "float";
+  args.Take("--weights", &weights);
+  WeightFormat format = WeightFormat::kFloat;
+  if (weights == "int8") format = WeightFormat::kInt8;
+  else if (weights == "int4") format = WeightFormat::kInt4;
+  else if (weights != "float" && weights != "q4nx") {
+    return Fail(absl::StrCat("--weights takes float, int8, int4 or q4nx, not '", weights, "'"));
+  }
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (out.empty()) return Fail("export-qwen3 needs -o OUTPUT (see oneinfer export-qwen3 --help)");
@@ -467,9 +574,17 @@ int CmdExportQwen3(int argc, char** argv) {
   }
   if (pos.size() != 1) return Fail("export-qwen3 needs one CHECKPOINT_DIR (see oneinfer export-qwen3 --help)");
   if (!fs::is_directory(pos[0])) return Fail(absl::StrCat("checkpoint folder '", pos[0], "' does not exist"));
-  auto s = Export(pos[0], out, cached);
+  std::unique_ptr<Q4NXWeightSink> q4nx;
+  if (weights == "q4nx") {
+    const fs::path file = fs::path(out).replace_extension(".q4nx");
+    if (file == fs::path(out)) return Fail("with --weights q4nx the graph needs a name other than *.q4nx (the weights take it)");
+    q4nx = std::make_unique<Q4NXWeightSink>(file);
+  }
+  auto s = Export(pos[0], out, cached, format, q4nx.get());
   if (!s.ok()) return Fail(s);
-  std::cout << "wrote " << out << " (+ " << fs::path(out).filename().string() << ".data)\n";
+  std::cout << "wrote " << out << " (+ " << fs::path(out).filename().string() << ".data";
+  if (q4nx) std::cout << ", " << q4nx->file().filename().string();
+  std::cout << ")\n";
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/safetensors.h"
 
 namespace oneinfer::cli {
 
@@ -30,22 +31,16 @@ class Checkpoint {
 
  private:
   absl::Status AddFile(const std::string& path);
-  struct Mapped;
-  std::vector<std::unique_ptr<Mapped>> files_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;  // the container parser lives in the library
   std::map<std::string, SafeTensor> tensors_;
 };
 
 // Writes one safetensors file; tensors are (name, dtype, shape, raw bytes).
-struct SafeTensorOut {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::vector<unsigned char> bytes;
-};
+using SafeTensorOut = SafetensorsOut;
 absl::Status WriteSafetensors(const std::string& path, const std::vector<SafeTensorOut>& tensors);
 
-float Bf16ToF32(uint16_t v);
-uint16_t F32ToBf16(float f);  // round to nearest even
-float F16ToF32(uint16_t v);
+using oneinfer::Bf16ToF32;
+using oneinfer::F16ToF32;
+using oneinfer::F32ToBf16;
 
 }  // namespace oneinfer::cli

@@ -42,6 +42,15 @@ int FuseStackedKVCache(Graph& g);
 // internal RMSNorm node (see rms_norm_fusion.cc). Returns the number of norms rewritten.
 int FuseRMSNorm(Graph& g);
 
+// Rewrites DequantizeLinear(constant int4/uint4 weight blocked along K, or int8/uint8 per
+// column or per tensor) -> MatMul B (the DQ output read only as MatMul B operands) into one
+// internal WeightDequantMatMul node per MatMul (see weight_dequant_fusion.cc), whose kernel
+// runs the 4-bit or int8 GEMM on the integer weights. Returns the number of MatMuls rewritten;
+// `refused` (may be null) gets one line per weight-only group left unfused and why.
+int FuseWeightDequantMatMul(Graph& g, std::vector<std::string>* refused);
+// False when ONEINFER_WEIGHT_FUSION=0 (the per-node DequantizeLinear + MatMul path runs).
+bool WeightDequantFusionEnabled();
+
 // Static shape and type inference over a sorted graph: fills g.value_info for every node output
 // whose element type and (possibly symbolic) shape follow from declared types, initializers and
 // constant inputs; unknown ops and unknown inputs leave outputs unknown. A declared type that
@@ -70,5 +79,16 @@ QdqFusionReport AnalyzeQdqFusion(const Graph& g);
 
 // False when the environment says ONEINFER_QDQ=0 (the per-node control).
 bool QdqFusionEnabledByEnv();
+
+// Looks up the 4-bit weight for graph input `name`, declared float32 [K, N]: its q4_1 chunks as
+// a uint8 tensor, or an error (missing, another chunk kind, wrong size).
+using ExternalWeightLookup = std::function<absl::StatusOr<Tensor>(const std::string& name, int64_t K, int64_t N)>;
+
+// Every MatMul whose B is a graph input becomes an internal MatMulQ4NX(A, W) node (attributes
+// K, N) with W the looked-up chunks as an initializer, and the input leaves the graph's
+// interface (see external_weight_binding.cc). A weight that is missing, declared with
+// unknown sizes, or also read by another node is an error naming it; `source` names the file
+// in errors. Returns the number of MatMuls rewritten.
+absl::StatusOr<int> BindExternalQ4Weights(Graph& g, const ExternalWeightLookup& lookup, const std::string& source);
 
 }  // namespace oneinfer

@@ -1,0 +1,97 @@
+// AVX-512 VNNI tier: one zmm lane per column; the codes (u8 after unpacking a nibble) are
+// vpdpbusd's unsigned operand and a broadcast quad of int8 activations its signed one, so the
+// block dot needs no sign shift. Up to 6 rows share each unpacked weight group.
+// GCC 12's _mm512_cvtepi32_ps passes a self-initialised "undefined" vector: a false warning.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/gemm_q4.h"
+#include "quant/gemm_q4_internal.h"
+
+namespace oneinfer::gemm_q4_internal {
+namespace {
+
+#define ONEINFER_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+ONEINFER_AVX512VNNI inline __m512i BroadcastQuad(const int8_t* p) {
+  int32_t quad;
+  std::memcpy(&quad, p, sizeof(quad));
+  return _mm512_set1_epi32(quad);
+}
+
+// 16 scales at p: float32, or float16 widened exactly (vcvtph2ps).
+template <bool F16>
+ONEINFER_AVX512VNNI inline __m512 LoadScales(const uint8_t* p) {
+  if constexpr (F16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  else
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+template <int MR, bool F16>
+ONEINFER_AVX512VNNI void gemm_q4b32_q8_f32_tile__avx512vnni(int64_t kb, const int8_t* q,
+                                                            int64_t ldq, const float* s,
+                                                            const float* sum, int64_t lds,
+                                                            const uint8_t* w, float* y,
+                                                            int64_t ldy, int64_t nr) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  for (int64_t b = 0; b < kb; ++b, w += stride) {
+    // Low and high nibbles accumulate apart: two dependency chains per row.
+    __m512i dlo[MR], dhi[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) dlo[r] = dhi[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = _mm512_loadu_si512(w + 64 * g);
+      const __m512i lo = _mm512_and_si512(v, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const int8_t* qr = q + r * ldq + b * kQ4Block + 8 * g;
+        dlo[r] = _mm512_dpbusd_epi32(dlo[r], lo, BroadcastQuad(qr));
+        dhi[r] = _mm512_dpbusd_epi32(dhi[r], hi, BroadcastQuad(qr + 4));
+      }
+    }
+    const __m512 d = LoadScales<F16>(w + kQ4CodeBytes);
+    const __m512 m = LoadScales<F16>(w + kQ4CodeBytes + kQ4Panel * scale_bytes);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dlo[r], dhi[r]));
+      const __m512 t =
+          _mm512_fmadd_ps(d, dot, _mm512_mul_ps(m, _mm512_set1_ps(sum[r * lds + b])));
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(s[r * lds + b]), t, acc[r]);
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, acc[r]);
+}
+
+template <bool F16>
+void gemm_q4b32_q8_f32_panel__avx512vnni(int64_t kb, const int8_t* q, int64_t ldq,
+                                         const float* s, const float* sum, int64_t lds,
+                                         const uint8_t* w, float* y, int64_t ldy, int64_t mr,
+                                         int64_t nr) {
+  switch (mr) {
+    case 1: return gemm_q4b32_q8_f32_tile__avx512vnni<1, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 2: return gemm_q4b32_q8_f32_tile__avx512vnni<2, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 3: return gemm_q4b32_q8_f32_tile__avx512vnni<3, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 4: return gemm_q4b32_q8_f32_tile__avx512vnni<4, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 5: return gemm_q4b32_q8_f32_tile__avx512vnni<5, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    default: return gemm_q4b32_q8_f32_tile__avx512vnni<6, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+  }
+}
+
+}  // namespace
+
+const GemmQ4Tier kGemmQ4TierAvx512Vnni = {"avx512vnni", 6, gemm_q4b32_q8_f32_panel__avx512vnni<false>,
+                                          gemm_q4b32_q8_f32_panel__avx512vnni<true>};
+
+}  // namespace oneinfer::gemm_q4_internal

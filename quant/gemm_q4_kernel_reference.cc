@@ -1,0 +1,63 @@
+// Portable tier: the packed-panel 4-bit kernel in plain C++, nibbles decoded one by one.
+#include <cmath>
+#include <cstring>
+
+#include <Eigen/Core>
+
+#include "quant/gemm_q4.h"
+#include "quant/gemm_q4_internal.h"
+
+namespace oneinfer::gemm_q4_internal {
+namespace {
+
+constexpr int64_t P = kQ4Panel;
+
+// d, m of one block as floats (F16: float16 values widened exactly).
+template <bool F16>
+void LoadScales(const uint8_t* block, float* d, float* m) {
+  if constexpr (F16) {
+    Eigen::half h[2 * P];
+    std::memcpy(h, block + kQ4CodeBytes, sizeof(h));
+    for (int64_t j = 0; j < P; ++j) {
+      d[j] = static_cast<float>(h[j]);
+      m[j] = static_cast<float>(h[P + j]);
+    }
+  } else {
+    std::memcpy(d, block + kQ4CodeBytes, P * sizeof(float));
+    std::memcpy(m, block + kQ4CodeBytes + P * sizeof(float), P * sizeof(float));
+  }
+}
+
+template <bool F16>
+void gemm_q4b32_q8_f32_panel__reference(int64_t kb, const int8_t* q, int64_t ldq, const float* s,
+                                        const float* sum, int64_t lds, const uint8_t* w, float* y,
+                                        int64_t ldy, int64_t mr, int64_t nr) {
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  for (int64_t r = 0; r < mr; ++r) {
+    float acc[P] = {};
+    for (int64_t b = 0; b < kb; ++b) {
+      const uint8_t* wb = w + b * stride;
+      const int8_t* qb = q + r * ldq + b * kQ4Block;
+      float d[P], m[P];
+      LoadScales<F16>(wb, d, m);
+      for (int64_t j = 0; j < P; ++j) {
+        int32_t dot = 0;
+        for (int64_t g = 0; g < 4; ++g)
+          for (int64_t t = 0; t < 4; ++t) {
+            const uint8_t byte = wb[64 * g + 4 * j + t];
+            dot += int32_t{qb[8 * g + t]} * (byte & 0x0f) + int32_t{qb[8 * g + 4 + t]} * (byte >> 4);
+          }
+        const float tt = std::fma(d[j], static_cast<float>(dot), m[j] * sum[r * lds + b]);
+        acc[j] = std::fma(s[r * lds + b], tt, acc[j]);
+      }
+    }
+    std::memcpy(y + r * ldy, acc, nr * sizeof(float));
+  }
+}
+
+}  // namespace
+
+const GemmQ4Tier kGemmQ4TierReference = {"reference", 4, gemm_q4b32_q8_f32_panel__reference<false>,
+                                          gemm_q4b32_q8_f32_panel__reference<true>};
+
+}  // namespace oneinfer::gemm_q4_internal
