@@ -80,7 +80,7 @@ runs = [("ours_int8", "oneinfer --weights int8 (int8 GEMM)", 1.0),
         ("llama_q8_0", "llama.cpp q8_0", 34 / 32),
         ("ours_a8w8", "oneinfer float graph --matmul int8", 1.0),
         ("ort_int8", "ONNX Runtime 1.30, our int8 file", None),
-        ("ours_int4", "oneinfer --weights int4 (4-bit GEMM)", (16 + 8) / 32),
+        ("ours_int4", "oneinfer --weights int4 (4-bit GEMM)", (16 + 4) / 32),  # float16 d, m
         ("llama_q4_0", "llama.cpp q4_0", 18 / 32),
         ("ort_int4", "ONNX Runtime 1.30, our int4 file", None)]
 res = {}
