@@ -1,7 +1,7 @@
 // 4-bit weight GEMM (MatMulQ4: float in, float out, q8 block activations) per tier at the
 // Qwen3-0.6B shapes including lm_head, beside the dynamic A8W8 MatMul and the packed float
 // GEMM. GOP/s = 2*M*N*K / real time; GB/s = packed weight bytes per call / real time
-// (4-bit: codes + per-block float d, m; int8: K*N; float: 4*K*N).
+// (4-bit: codes + per-block float16 d, m; int8: K*N; float: 4*K*N).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -55,11 +55,13 @@ void BM_gemm_q4b32_q8_f32(benchmark::State& state, const char* tier) {
   auto fill = [K = s.K](int64_t n0, int64_t n1, uint8_t* codes, float* d, float* m) {
     std::mt19937 r(static_cast<uint32_t>(n0));
     for (int64_t i = 0; i < (n1 - n0) * K; ++i) codes[i] = r() & 15;
-    for (int64_t i = 0; i < (n1 - n0) * K / 32; ++i) d[i] = 0.01f, m[i] = -0.08f;
+    // Float16-exact scales: the layout export-qwen3 --weights int4 gets (0.625 bytes per weight).
+    for (int64_t i = 0; i < (n1 - n0) * K / 32; ++i) d[i] = 0.0078125f, m[i] = -0.0625f;
     return absl::OkStatus();
   };
   auto pool = MakePool(s.threads);
-  auto packed = oneinfer::PackedWeightsQ4::PackWith(s.K, s.N, fill, pool.get());
+  auto packed = oneinfer::PackedWeightsQ4::PackWith(s.K, s.N, fill, pool.get(),
+                                                    oneinfer::Q4ScaleFormat::kF16);
   if (!packed.ok()) {
     state.SkipWithError("pack failed");
     return;

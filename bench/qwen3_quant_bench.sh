@@ -61,7 +61,7 @@ BW=$("$MEMBW" --benchmark_filter="threads:$THREADS" --benchmark_format=json 2>/d
      /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['benchmarks'][0]['GB/s'])")
 
 /usr/bin/python3 - "$WORK" "$REPS" "$BW" <<'PY'
-import json, sys, statistics
+import json, os, sys, statistics
 work, reps, bw = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 # Weights a decode step reads: every projection and lm_head once (Qwen3-0.6B: 28 layers of
 # 15.7 M projection weights + the 151936 x 1024 head); the embedding table only one row.
@@ -80,7 +80,7 @@ runs = [("ours_int8", "oneinfer --weights int8 (int8 GEMM)", 1.0),
         ("llama_q8_0", "llama.cpp q8_0", 34 / 32),
         ("ours_a8w8", "oneinfer float graph --matmul int8", 1.0),
         ("ort_int8", "ONNX Runtime 1.30, our int8 file", None),
-        ("ours_int4", "oneinfer --weights int4 (4-bit GEMM)", (16 + 8) / 32),
+        ("ours_int4", "oneinfer --weights int4 (4-bit GEMM)", (16 + 4) / 32),  # float16 d, m
         ("llama_q4_0", "llama.cpp q4_0", 18 / 32),
         ("ort_int4", "ONNX Runtime 1.30, our int4 file", None)]
 res = {}
@@ -96,7 +96,7 @@ for name, r in res.items():
     print(f"| {r['label']} | {r['decode']:.1f} | {r['prefill']:.0f} | {r['rss']:.0f} | "
           f"{'%.2f' % gb if gb else '-'} | {'%.1f' % (gb / bw * 1e3) if gb else '-'} |")
 print()
-print(f"read bandwidth (bench_membw, 2 threads): {bw:.1f} GB/s")
+print(f"read bandwidth (bench_membw, {os.environ.get('THREADS', '2')} threads): {bw:.1f} GB/s")
 o8, q8, o4, q4 = res["ours_int8"], res["llama_q8_0"], res["ours_int4"], res["llama_q4_0"]
 print(f"int8 decode / llama.cpp q8_0 = {o8['decode'] / q8['decode']:.2f} (target <= 0.9)")
 print(f"4-bit decode / llama.cpp q4_0 = {o4['decode'] / q4['decode']:.2f} (target <= 0.9)")
