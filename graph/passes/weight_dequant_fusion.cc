@@ -103,6 +103,10 @@ int FuseWeightDequantMatMul(Graph& g, std::vector<std::string>* refused) {
       const Node& mm = g.nodes[r];
       only_matmul_b = only_matmul_b && IsOp(mm, "MatMul") && mm.inputs.size() == 2 &&
                       mm.inputs[1] == out && mm.inputs[0] != out;
+      // A dequantised activation makes this a QDQ group: the exact QDQ fusion's (or, refused
+      // or switched off with ONEINFER_QDQ=0, the per-node path's), never a dynamic requantisation.
+      auto a = producer.find(mm.inputs.empty() ? std::string() : mm.inputs[0]);
+      only_matmul_b = only_matmul_b && !(a != producer.end() && IsOp(g.nodes[a->second], "DequantizeLinear"));
     }
     if (!only_matmul_b) continue;  // not the weight-only pattern: nothing to say
     int64_t axis = 0, block_size = 0;
