@@ -49,7 +49,11 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   auto st = SortTopologically(g, {});
   if (!st.ok()) return st;
   if (options.qdq_fusion && QdqFusionEnabledByEnv()) {
-    FuseQdqMatMul(g);
+    QdqFusionReport report;
+    FuseQdqMatMul(g, &report);
+    s->qdq_fusion_.fused_groups = report.fused;
+    s->qdq_fusion_.forms = report.forms;
+    s->qdq_fusion_.refused = report.refused;
   } else if (QdqDebugEnabled()) {
     QdqDebug("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)");
   }
@@ -255,6 +259,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
   return impl_->Run(feeds, output_names);
 }
 
+const QdqFusionSummary& Session::qdq_fusion() const { return impl_->qdq_fusion(); }
 size_t Session::peak_intermediate_bytes() const { return impl_->allocator().peak_bytes(); }
 void Session::ResetPeakIntermediateBytes() { impl_->allocator().ResetPeak(); }
 

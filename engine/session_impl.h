@@ -27,6 +27,7 @@ class SessionImpl {
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
   int folded_nodes() const { return folded_; }
+  const QdqFusionSummary& qdq_fusion() const { return qdq_fusion_; }
 
   // Runs with values (tensors, sequences, optionals) fed by name; outputs in graph order.
   absl::StatusOr<std::vector<Value>> RunValues(const std::vector<std::pair<std::string, Value>>& feeds) const;
@@ -45,6 +46,7 @@ class SessionImpl {
   std::vector<IOInfo> inputs_;
   std::vector<IOInfo> outputs_;
   int folded_ = 0;
+  QdqFusionSummary qdq_fusion_;
 };
 
 }  // namespace oneinfer

@@ -227,4 +227,21 @@ grep -q "^generated $stop_len tokens in $stop_len callbacks, stopped by stop id\
   fail "with --stop $stop_id generate_text should stop after $stop_len tokens: $(tail -1 "$work/stopped.gen")"
 echo "  --stop $stop_id: stopped after $stop_len tokens"
 
+step "qdq_report on QDQ graphs written here (tests/qdq_graphs.py) and on the float MLP"
+"$PY" "$SRC/tests/qdq_graphs.py" build "$work/qdq" > "$work/qdq-build.log" || { cat "$work/qdq-build.log"; fail "qdq_graphs.py build failed"; }
+for case in asym_8x16x6_int8_q full_pa_8x16x6_uint8_q pt_8x16x6_int8_f; do
+  "$work/ex/qdq_report" "$work/qdq/$case/model.onnx" > "$work/$case.report" 2>&1 ||
+    { cat "$work/$case.report"; fail "qdq_report $case failed"; }
+  grep -q '^fused groups: 1$' "$work/$case.report" || { cat "$work/$case.report"; fail "qdq_report $case: one fused group expected"; }
+  # At most 1 LSB apart (docs/qdq.md: the per-node path's float accumulation may land on a tie).
+  worst=$(sed -n 's/^output .* values differ fused vs per node (max |d| \(.*\))$/\1/p' "$work/$case.report")
+  [ -n "$worst" ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1) }' ||
+    { cat "$work/$case.report"; fail "qdq_report $case: fused and per-node outputs differ by more than 1"; }
+  echo "  $case: $(sed -n 2p "$work/$case.report" | sed 's/^ *//')"
+done
+"$work/ex/qdq_report" "$work/mlp/mlp.onnx" --dim N=2 > "$work/mlp.report" 2>&1 || { cat "$work/mlp.report"; fail "qdq_report mlp failed"; }
+grep -q '^fused groups: 0$' "$work/mlp.report" && grep -q '^not fused: not_qdq 1$' "$work/mlp.report" ||
+  { cat "$work/mlp.report"; fail "qdq_report on a float MLP should report 0 groups and one not_qdq MatMul"; }
+echo "  float MLP: 0 fused, 1 not_qdq"
+
 echo "install_examples: all checks passed"

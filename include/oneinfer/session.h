@@ -51,6 +51,17 @@ struct IOInfo {
 
 using Feed = std::pair<std::string, Tensor>;
 
+// What the QDQ MatMul fusion did to a session's graph at load (docs/qdq.md; the facts
+// `oneinfer inspect` prints): fused DequantizeLinear -> MatMul [-> QuantizeLinear] groups by
+// form, and the MatMuls left on the per-node path by reason.
+struct QdqFusionSummary {
+  int fused_groups = 0;
+  // form ("a=int8 w=int8 sx=tensor sw=column zp=none out=int8 sy=tensor") -> groups of it
+  std::map<std::string, int> forms;
+  // reason (not_qdq, weight_not_constant, scale_along_k, ...) -> MatMuls left alone for it
+  std::map<std::string, int> refused;
+};
+
 class SessionImpl;
 
 // Thread safety: Run may be called from several threads at once on one Session; each call
@@ -75,6 +86,10 @@ class ONEINFER_API Session {
   // returned in graph order; otherwise in the order asked.
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names = {}) const;
+
+  // The QDQ fusion's report for this session (empty when SessionOptions::qdq_fusion is false
+  // or ONEINFER_QDQ=0).
+  const QdqFusionSummary& qdq_fusion() const;
 
   // Bytes of intermediate tensors alive at the high-water mark of the runs so far.
   size_t peak_intermediate_bytes() const;
