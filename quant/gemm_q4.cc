@@ -15,6 +15,7 @@
 #include "engine/thread_pool.h"
 #include "quant/gemm_q4_internal.h"
 #include "quant/gemm_s8.h"
+#include "quant/kernel_tier.h"
 
 namespace oneinfer {
 namespace {
@@ -44,27 +45,13 @@ int BestTierIndex() {
   return best;
 }
 
-const GemmQ4Tier* ResolveTier(const char* name) {
-  const int best = BestTierIndex();
-  if (name != nullptr)
-    for (int i = 0; i <= best; ++i)
-      if (std::strcmp(name, kTiers[i]->name) == 0) return kTiers[i];
-  return kTiers[best];
+// ONEINFER_Q4_TIER, else ONEINFER_INT8_TIER, names the tier.
+KernelTierSelector<GemmQ4Tier, 3>& Tiers() {
+  static KernelTierSelector<GemmQ4Tier, 3> tiers(kTiers, BestTierIndex, {"ONEINFER_Q4_TIER", "ONEINFER_INT8_TIER"});
+  return tiers;
 }
 
-std::atomic<const GemmQ4Tier*> g_forced_tier{nullptr};
-std::atomic<const GemmQ4Tier*> g_env_tier{nullptr};
-
-const GemmQ4Tier& ActiveTier() {
-  if (const GemmQ4Tier* t = g_forced_tier.load(std::memory_order_relaxed)) return *t;
-  const GemmQ4Tier* t = g_env_tier.load(std::memory_order_acquire);
-  if (t == nullptr) {
-    const char* env = std::getenv("ONEINFER_Q4_TIER");
-    t = ResolveTier(env != nullptr ? env : std::getenv("ONEINFER_INT8_TIER"));
-    g_env_tier.store(t, std::memory_order_release);
-  }
-  return *t;
-}
+const GemmQ4Tier& ActiveTier() { return Tiers().Active(); }
 
 // ---- activation quantisation ----
 
@@ -362,20 +349,8 @@ void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const ui
 
 const char* Q4TierName() { return ActiveTier().name; }
 
-std::vector<std::string> Q4SupportedTiers() {
-  std::vector<std::string> names;
-  for (int i = 0; i <= BestTierIndex(); ++i) names.emplace_back(kTiers[i]->name);
-  return names;
-}
+std::vector<std::string> Q4SupportedTiers() { return Tiers().Supported(); }
 
-bool Q4ForceTierForTesting(const char* tier) {
-  if (tier == nullptr) {
-    g_forced_tier.store(nullptr, std::memory_order_relaxed);
-    g_env_tier.store(nullptr, std::memory_order_release);
-    return true;
-  }
-  g_forced_tier.store(ResolveTier(tier), std::memory_order_relaxed);
-  return std::strcmp(ActiveTier().name, tier) == 0;
-}
+bool Q4ForceTierForTesting(const char* tier) { return Tiers().ForceForTesting(tier); }
 
 }  // namespace oneinfer

@@ -11,6 +11,7 @@
 
 #include "engine/thread_pool.h"
 #include "quant/gemm_s8_internal.h"
+#include "quant/kernel_tier.h"
 
 namespace oneinfer {
 namespace {
@@ -83,27 +84,12 @@ int BestTierIndex() {
   return best;
 }
 
-// A named tier if the CPU has it, else the best available (never silently upward).
-const GemmS8Tier* ResolveTier(const char* name) {
-  const int best = BestTierIndex();
-  if (name != nullptr)
-    for (int i = 0; i <= best; ++i)
-      if (std::strcmp(name, kTiers[i]->name) == 0) return kTiers[i];
-  return kTiers[best];
+KernelTierSelector<GemmS8Tier, 3>& Tiers() {
+  static KernelTierSelector<GemmS8Tier, 3> tiers(kTiers, BestTierIndex, {"ONEINFER_INT8_TIER"});
+  return tiers;
 }
 
-std::atomic<const GemmS8Tier*> g_forced_tier{nullptr};
-std::atomic<const GemmS8Tier*> g_env_tier{nullptr};  // resolved from the env on first use
-
-const GemmS8Tier& ActiveTier() {
-  if (const GemmS8Tier* t = g_forced_tier.load(std::memory_order_relaxed)) return *t;
-  const GemmS8Tier* t = g_env_tier.load(std::memory_order_acquire);
-  if (t == nullptr) {
-    t = ResolveTier(std::getenv("ONEINFER_INT8_TIER"));
-    g_env_tier.store(t, std::memory_order_release);
-  }
-  return *t;
-}
+const GemmS8Tier& ActiveTier() { return Tiers().Active(); }
 
 // ---- A preparation ----
 
@@ -304,20 +290,8 @@ void gemm_u8s8_s32_reference(int64_t M, int64_t N, int64_t K, const uint8_t* a, 
 
 const char* Int8TierName() { return ActiveTier().name; }
 
-std::vector<std::string> Int8SupportedTiers() {
-  std::vector<std::string> names;
-  for (int i = 0; i <= BestTierIndex(); ++i) names.emplace_back(kTiers[i]->name);
-  return names;
-}
+std::vector<std::string> Int8SupportedTiers() { return Tiers().Supported(); }
 
-bool Int8ForceTierForTesting(const char* tier) {
-  if (tier == nullptr) {
-    g_forced_tier.store(nullptr, std::memory_order_relaxed);
-    g_env_tier.store(nullptr, std::memory_order_release);
-    return true;
-  }
-  g_forced_tier.store(ResolveTier(tier), std::memory_order_relaxed);
-  return std::strcmp(ActiveTier().name, tier) == 0;
-}
+bool Int8ForceTierForTesting(const char* tier) { return Tiers().ForceForTesting(tier); }
 
 }  // namespace oneinfer
