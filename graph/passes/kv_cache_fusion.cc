@@ -151,10 +151,7 @@ int FuseStackedKVCache(Graph& g) {
       drop[ch.concat] = true;
       // The Unsqueeze is dead now unless something else reads it.
     }
-    std::vector<Node> kept;
-    for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
-    g.nodes = std::move(kept);
-    g.opsets["oneinfer.internal"] = 1;
+    EraseFusedNodes(g, drop);
     ++fused;
   }
   return fused;

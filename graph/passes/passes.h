@@ -23,6 +23,15 @@ absl::Status SortTopologically(Graph& g, const std::set<std::string>& outer_name
 // Returns the number of nodes removed. Requires topological order.
 int RemoveDeadNodes(Graph& g);
 
+// The last step of every fusion pass: erases the nodes marked in `drop` (the fused group's
+// inner nodes) and declares the oneinfer.internal domain the rewritten nodes belong to.
+inline void EraseFusedNodes(Graph& g, const std::vector<bool>& drop) {
+  std::vector<Node> kept;
+  for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+  g.opsets["oneinfer.internal"] = 1;
+}
+
 // Evaluates one node on constant inputs (provided by the engine, which owns the kernels).
 using NodeEvaluator =
     std::function<absl::StatusOr<std::vector<Tensor>>(const Node& node, const std::vector<const Tensor*>& inputs)>;

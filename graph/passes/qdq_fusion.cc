@@ -368,10 +368,7 @@ int Run(Graph& g, QdqFusionReport* report, bool rewrite, bool log) {
     QdqDebug(absl::StrCat("qdq_fused count=", fused));
   }
   if (!rewrite || fused == 0) return fused;
-  std::vector<Node> kept;
-  for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
-  g.opsets["oneinfer.internal"] = 1;
+  EraseFusedNodes(g, drop);
   return fused;
 }
 

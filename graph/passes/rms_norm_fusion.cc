@@ -80,10 +80,7 @@ int FuseRMSNorm(Graph& g) {
     }
   }
   if (fused == 0) return 0;
-  std::vector<Node> kept;
-  for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
-  g.opsets["oneinfer.internal"] = 1;
+  EraseFusedNodes(g, drop);
   return fused;
 }
 
