@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
 #include "quant/dynamic_a8w8.h"
 #include "quant/gemm_s8.h"

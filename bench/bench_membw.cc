@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
 
 namespace {

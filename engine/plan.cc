@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/log.h"
+#include "base/log.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {
@@ -63,7 +63,7 @@ class PlanInit : public KernelInit {
     if (!plan.ok()) return plan.status();
     return std::unique_ptr<SubgraphRunner>(std::move(*plan));
   }
-  const SessionConfig& config() const override { return *plan_.res_.config; }
+  const KernelConfig& config() const override { return plan_.res_.config->kernels; }
 
  private:
   const ExecutionPlan& plan_;

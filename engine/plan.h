@@ -14,9 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "engine/allocator.h"
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "engine/session_config.h"
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace oneinfer {
 

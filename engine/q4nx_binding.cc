@@ -1,29 +1,24 @@
 #include "engine/q4nx_binding.h"
 
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
+#include "base/model_path.h"
 #include "graph/passes/passes.h"
 #include "quant/q4nx.h"
 
 namespace oneinfer {
-
-namespace fs = std::filesystem;
 
 absl::Status BindQ4NXWeightFile(Model& model) {
   auto it = model.metadata.find(kQ4NXWeightsKey);
   if (it == model.metadata.end()) return absl::OkStatus();
   const std::string& location = it->second;
   // Same rule as external data: a relative path that stays inside the model's folder.
-  std::error_code ec;
-  const fs::path base = fs::weakly_canonical(fs::path(model.base_dir.empty() ? "." : model.base_dir), ec);
-  const fs::path full = fs::weakly_canonical(base / location, ec);
-  const auto rel = full.lexically_relative(base);
-  if (location.empty() || fs::path(location).is_absolute() || rel.empty() || *rel.begin() == "..") {
+  absl::StatusOr<std::string> full =
+      ResolveInsideModelDir(model.base_dir, location, absl::StrCat("metadata ", kQ4NXWeightsKey, " ="));
+  if (!full.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("metadata ", kQ4NXWeightsKey, " = '", location,
                                                    "' must be a file name relative to the model folder, inside it"));
   }
-  auto file = q4nx::Q4NXFile::Open(full.string());
+  auto file = q4nx::Q4NXFile::Open(*full);
   if (!file.ok()) return file.status();
   std::shared_ptr<q4nx::Q4NXFile> keep = *file;
   auto lookup = [&](const std::string& name, int64_t K, int64_t N) -> absl::StatusOr<Tensor> {

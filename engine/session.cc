@@ -1,7 +1,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/log.h"
+#include "base/log.h"
 #include "engine/q4nx_binding.h"
 #include "engine/session_impl.h"
 #include "graph/passes/passes.h"
@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   std::unique_ptr<SessionImpl> s(new SessionImpl());
   s->config_.options = options;
   const LogLevel level = s->config_.options.log_level = EffectiveLogLevel(options.log_level);
+  s->config_.kernels.matmul = options.matmul;
   int threads = options.num_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
@@ -50,7 +51,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   if (!st.ok()) return st;
   if (options.qdq_fusion && QdqFusionEnabledByEnv()) {
     QdqFusionReport report;
-    FuseQdqMatMul(g, &report);
+    FuseQdqMatMul(g, QdqKernelLimits{PackedWeightsS8::kMaxK}, &report);
     s->qdq_fusion_.fused_groups = report.fused;
     s->qdq_fusion_.forms = report.forms;
     s->qdq_fusion_.refused = report.refused;

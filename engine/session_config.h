@@ -2,11 +2,13 @@
 #pragma once
 
 #include "oneinfer/session.h"
+#include "ops/kernel.h"
 
 namespace oneinfer {
 
 struct SessionConfig {
   SessionOptions options;
+  KernelConfig kernels;  // the part of the options kernels see
 };
 
 }  // namespace oneinfer

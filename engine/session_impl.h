@@ -8,8 +8,8 @@
 #include "engine/allocator.h"
 #include "engine/plan.h"
 #include "engine/session_config.h"
-#include "engine/thread_pool.h"
-#include "engine/value.h"
+#include "base/thread_pool.h"
+#include "base/value.h"
 #include "graph/onnx_loader.h"
 #include "oneinfer/session.h"
 

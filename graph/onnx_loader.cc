@@ -17,6 +17,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/model_path.h"
 
 namespace oneinfer {
 
@@ -50,74 +51,26 @@ absl::Status CopyField(const Field& field, int64_t n, Tensor& t, const std::stri
   return absl::OkStatus();
 }
 
-// Live mappings of external data, so that ReleaseMappedPages only ever touches them.
-std::mutex g_mappings_mu;
-std::set<std::pair<uintptr_t, size_t>> g_mappings;
-
-struct Mapping {
-  void* base = nullptr;
-  size_t size = 0;
-  void Register() {
-    std::lock_guard<std::mutex> lock(g_mappings_mu);
-    g_mappings.insert({reinterpret_cast<uintptr_t>(base), size});
-  }
-  ~Mapping() {
-    if (base == nullptr || base == MAP_FAILED) return;
-    {
-      std::lock_guard<std::mutex> lock(g_mappings_mu);
-      g_mappings.erase({reinterpret_cast<uintptr_t>(base), size});
-    }
-    munmap(base, size);
-  }
-};
-
 }  // namespace
 
 absl::StatusOr<Tensor> ExternalDataResolver::Map(const std::string& tensor_name,
                                                  const std::string& location, int64_t offset,
                                                  int64_t length, DType dtype, const Shape& shape) {
-  if (location.empty()) return Invalid(absl::StrCat("tensor '", tensor_name, "': external data has no location"));
-  if (fs::path(location).is_absolute()) {
-    return Invalid(absl::StrCat("tensor '", tensor_name, "': external data location '", location,
-                                "' is absolute; it must be relative to the model folder"));
-  }
-  std::error_code ec;
-  const fs::path base = fs::weakly_canonical(fs::path(base_dir_.empty() ? "." : base_dir_), ec);
-  const fs::path full = fs::weakly_canonical(base / location, ec);
-  const std::string base_s = base.string() + "/";
-  if (ec || full.string().compare(0, base_s.size(), base_s) != 0) {
-    return Invalid(absl::StrCat("tensor '", tensor_name, "': external data location '", location,
-                                "' leaves the model folder"));
-  }
-  const std::string key = full.string();
+  absl::StatusOr<std::string> full =
+      ResolveInsideModelDir(base_dir_, location, absl::StrCat("tensor '", tensor_name, "': external data location"));
+  if (!full.ok()) return full.status();
+  const std::string& key = *full;
   auto it = mappings_.find(key);
   if (it == mappings_.end()) {
-    const int fd = ::open(key.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::NotFoundError(absl::StrCat("tensor '", tensor_name, "': cannot open external data '",
-                                              location, "': ", std::strerror(errno)));
+    absl::StatusOr<std::shared_ptr<MappedFile>> mapped = MappedFile::Open(key);
+    if (!mapped.ok()) {
+      return absl::Status(mapped.status().code(),
+                          absl::StrCat("tensor '", tensor_name, "': external data '", location, "': ", mapped.status().message()));
     }
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      ::close(fd);
-      return absl::InternalError(absl::StrCat("cannot stat external data '", location, "'"));
-    }
-    auto m = std::make_shared<Mapping>();
-    m->size = static_cast<size_t>(st.st_size);
-    if (m->size > 0) {
-      // Private read-only mapping: pages are read lazily when a kernel touches them.
-      m->base = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (m->base == MAP_FAILED) {
-        ::close(fd);
-        return absl::InternalError(absl::StrCat("cannot map external data '", location, "': ", std::strerror(errno)));
-      }
-      m->Register();
-    }
-    ::close(fd);
-    it = mappings_.emplace(key, std::move(m)).first;
-    sizes_[key] = static_cast<size_t>(st.st_size);
+    it = mappings_.emplace(key, *std::move(mapped)).first;
   }
-  const size_t file_size = sizes_[key];
+  const std::shared_ptr<MappedFile>& mapping = it->second;
+  const size_t file_size = mapping->size();
   const int64_t needed = static_cast<int64_t>(StorageBytes(dtype, NumElements(shape)));
   if (length < 0) length = static_cast<int64_t>(file_size) - offset;
   if (offset < 0 || length < 0 || static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) > file_size) {
@@ -129,23 +82,8 @@ absl::StatusOr<Tensor> ExternalDataResolver::Map(const std::string& tensor_name,
                                 " does not match ", needed, " bytes of ", DTypeName(dtype),
                                 ShapeToString(shape)));
   }
-  auto mapping = std::static_pointer_cast<Mapping>(it->second);
-  void* data = static_cast<char*>(mapping->base) + offset;
+  void* data = const_cast<uint8_t*>(mapping->data()) + offset;
   return Tensor::Wrap(dtype, shape, mapping, data);
-}
-
-void ReleaseMappedPages(const Tensor& t) {
-  const auto begin = reinterpret_cast<uintptr_t>(t.raw_data());
-  const size_t bytes = t.byte_size();
-  std::lock_guard<std::mutex> lock(g_mappings_mu);
-  for (const auto& [base, size] : g_mappings) {
-    if (begin < base || begin + bytes > base + size) continue;
-    // Whole pages strictly inside the tensor: neighbours may still be in use.
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + bytes) / page * page;
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-    return;
-  }
 }
 
 absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* proto) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/mapped_file.h"
 #include "graph/ir.h"
 
 namespace onnx {
@@ -37,16 +38,11 @@ class ExternalDataResolver {
 
  private:
   std::string base_dir_;
-  std::map<std::string, std::shared_ptr<void>> mappings_;  // canonical path -> mapping
-  std::map<std::string, size_t> sizes_;
+  std::map<std::string, std::shared_ptr<MappedFile>> mappings_;  // canonical path -> mapping
 };
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFile(const std::string& path);
 
-// After a kernel has copied a weight into its own layout, the mapped file pages behind it
-// need not stay resident: drops them (they are re-read from the file if touched again).
-// Does nothing for memory that is not a mapping of external data.
-void ReleaseMappedPages(const Tensor& t);
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromBuffer(const void* data, size_t size,
                                                            const std::string& base_dir);
 // Converts a parsed ModelProto (used by tools that build protos in memory).

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

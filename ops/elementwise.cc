@@ -14,8 +14,8 @@
 #include <Eigen/Core>
 
 #include "absl/strings/ascii.h"
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

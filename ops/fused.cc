@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -9,11 +9,10 @@
 
 #include <Eigen/Core>
 
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
-#include "graph/onnx_loader.h"
-#include "engine/session_config.h"
+#include "base/mapped_file.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/matmul.h"
 #include "npu/router.h"
@@ -210,7 +209,7 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) {
   const Tensor* b = init.ConstantInput(1);
-  switch (BindMatMul(b, init.config().options.matmul)) {
+  switch (BindMatMul(b, init.config().matmul)) {
     case MatMulBinding::kInt8A8W8: return MakeA8W8MatMul(*b);
     case MatMulBinding::kFloatPacked: return MakePackedFloatMatMul(*b);
     case MatMulBinding::kGeneric: break;

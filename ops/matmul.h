@@ -1,7 +1,7 @@
 // The MatMul binding table: which kernel a MatMul gets, decided by its second operand.
 #pragma once
 
-#include "oneinfer/session.h"
+#include "oneinfer/common.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "engine/kernel.h"
-#include "engine/safetensors.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/mapped_file.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
 #include "quant/gemm_q4.h"
 #include "quant/q4nx.h"
@@ -37,7 +37,7 @@ class MatMulQ4NXKernel : public OpKernel {
         return;
       }
       weights_ = std::move(*packed);
-      ReleaseSafetensorsPages(chunks_.raw_data(), chunks_.byte_size());
+      ReleaseMappedPages(chunks_);
     });
     if (!prepared_.ok()) return absl::Status(prepared_.code(), absl::StrCat(node_, ": ", prepared_.message()));
     return absl::OkStatus();

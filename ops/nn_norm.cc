@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {

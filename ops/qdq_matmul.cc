@@ -16,9 +16,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
-#include "graph/onnx_loader.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
+#include "base/mapped_file.h"
 #include "npu/router.h"
 #include "ops/op_util.h"
 #include "quant/qdq_gemm.h"

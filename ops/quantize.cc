@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 #include "ops/qdq_matmul.h"

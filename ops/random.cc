@@ -8,7 +8,7 @@
 #include <mutex>
 #include <random>
 
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -8,7 +8,7 @@
 #include <Eigen/Core>
 
 #include "absl/strings/ascii.h"
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

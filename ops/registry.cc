@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 
 namespace oneinfer {

@@ -2,7 +2,7 @@
 // Value::Kind::kNone and a present optional is the contained value itself.
 #include <cstring>
 
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -3,8 +3,8 @@
 #include <complex>
 #include <numbers>
 
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -4,7 +4,7 @@
 #include <set>
 #include <regex>
 
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/kernel.h"
+#include "ops/kernel.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/kernel.h"
-#include "engine/thread_pool.h"
-#include "graph/onnx_loader.h"
+#include "ops/kernel.h"
+#include "base/thread_pool.h"
+#include "base/mapped_file.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 #include "quant/dynamic_a8w8.h"

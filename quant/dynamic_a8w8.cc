@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "npu/router.h"
 
 namespace oneinfer {

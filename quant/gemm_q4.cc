@@ -12,7 +12,7 @@
 #include <Eigen/Core>
 
 #include "absl/strings/str_cat.h"
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "quant/gemm_q4_internal.h"
 #include "quant/gemm_s8.h"
 #include "quant/kernel_tier.h"
@@ -101,9 +101,6 @@ void QuantizeRowsQ8Blocks(int64_t M, int64_t K, const float* x, int8_t* q, float
       QuantizeBlock(x + i * K + b * B, q + i * K + b * B, s + i * kb + b, sum + i * kb + b);
 }
 
-bool ExactInFloat16(float v) {
-  return static_cast<float>(Eigen::half(v)) == v || std::isnan(v);
-}
 
 absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N,
                                                           Q4ScaleFormat format) {

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/half.h"
 
 namespace oneinfer {
 
@@ -46,8 +47,6 @@ inline constexpr int64_t kQ4BlockStrideF16 = kQ4CodeBytes + 2 * kQ4Panel * 2;   
 // How d and m are stored. kF16 halves the scale bytes and is exact only for values a float16
 // holds (a scale rounded to float16 by its quantiser, ggml's and Q4NX's 16-bit scales).
 enum class Q4ScaleFormat { kF32, kF16 };
-// True when v converts to float16 and back unchanged.
-bool ExactInFloat16(float v);
 
 class PackedWeightsQ4 {
  public:

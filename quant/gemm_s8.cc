@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "quant/gemm_s8_internal.h"
 #include "quant/kernel_tier.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace oneinfer::q4nx {
 

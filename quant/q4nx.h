@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/safetensors.h"
+#include "base/safetensors.h"
 
 namespace oneinfer {
 class ThreadPool;

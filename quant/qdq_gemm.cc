@@ -6,31 +6,11 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace oneinfer {
 
 namespace {
-
-std::mutex& DebugMutex() {
-  static std::mutex mu;
-  return mu;
-}
-
-QdqDebugSink& DebugSinkSlot() {
-  static QdqDebugSink sink;
-  return sink;
-}
-
-std::atomic<bool> g_has_sink{false};
-
-bool EnvDebug() {
-  static const bool on = [] {
-    const char* v = std::getenv("ONEINFER_QDQ_DEBUG");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
 
 absl::Status CheckZeroPoints(const std::vector<int32_t>& zp, bool is_unsigned, const char* what) {
   const int32_t lo = is_unsigned ? 0 : -128, hi = is_unsigned ? 255 : 127;
@@ -92,26 +72,6 @@ int32_t ActivationAt(const void* a, bool a_unsigned, int64_t i) {
 }
 
 }  // namespace
-
-bool QdqDebugEnabled() { return EnvDebug() || g_has_sink.load(std::memory_order_relaxed); }
-
-void QdqDebug(std::string_view line) {
-  QdqDebugSink sink;
-  {
-    std::lock_guard<std::mutex> lock(DebugMutex());
-    sink = DebugSinkSlot();
-  }
-  if (sink) sink(line);
-  if (EnvDebug()) std::cerr << line << "\n";
-}
-
-QdqDebugSink SetQdqDebugSink(QdqDebugSink sink) {
-  std::lock_guard<std::mutex> lock(DebugMutex());
-  QdqDebugSink prev = std::move(DebugSinkSlot());
-  g_has_sink.store(static_cast<bool>(sink), std::memory_order_relaxed);
-  DebugSinkSlot() = std::move(sink);
-  return prev;
-}
 
 absl::Status ValidateQdqGemmParams(const QdqGemmParams& p) {
   if (p.K < 1 || p.K > PackedWeightsS8::kMaxK || p.N < 1) {

@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/log.h"
 #include "quant/gemm_s8.h"
 
 namespace oneinfer {
@@ -127,12 +128,10 @@ class QdqGemm {
 void QdqGemmReference(const QdqGemmParams& p, int64_t rows, const void* a, bool a_unsigned, void* y,
                       const int32_t* zp_x = nullptr, size_t zp_x_len = 0);
 
-// Debug lines (ONEINFER_QDQ_DEBUG=1): to stderr, and to a sink tests may install.
-bool QdqDebugEnabled();
-void QdqDebug(std::string_view line);
-using QdqDebugSink = std::function<void(std::string_view)>;
-// Installs sink (empty to remove); returns the previous one. Lines reach a sink even without the
-// environment variable.
-QdqDebugSink SetQdqDebugSink(QdqDebugSink sink);
+// Debug lines of the QDQ fusion and kernel: the kQdq category of the library's logger.
+inline bool QdqDebugEnabled() { return TraceEnabled(LogCategory::kQdq); }
+inline void QdqDebug(std::string_view line) { Trace(LogCategory::kQdq, line); }
+using QdqDebugSink = LogSink;
+inline QdqDebugSink SetQdqDebugSink(QdqDebugSink sink) { return SetLogSink(LogCategory::kQdq, std::move(sink)); }
 
 }  // namespace oneinfer

@@ -5,7 +5,7 @@
 #include "engine/allocator.h"
 #include "engine/plan.h"
 #include "engine/session_config.h"
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "engine/log.h"
+#include "base/log.h"
 #include "oneinfer/session.h"
 #include "tests/test_util.h"
 

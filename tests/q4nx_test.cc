@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/safetensors.h"
+#include "base/safetensors.h"
 #include "oneinfer/session.h"
 #include "quant/gemm_q4.h"
 #include "quant/q4nx.h"

@@ -34,6 +34,8 @@
 namespace oneinfer {
 namespace {
 
+const QdqKernelLimits kQdqLimits{PackedWeightsS8::kMaxK};
+
 // ---------------------------------------------------------------- graph builders
 
 Tensor Vec(DType t, const std::vector<int32_t>& v, bool scalar) {
@@ -222,7 +224,7 @@ struct RunResult {
 RunResult RunCase(const Case& c, bool fuse, int threads = 1) {
   RunResult r;
   Built b = Build(c);
-  r.report = AnalyzeQdqFusion(b.model->graph);
+  r.report = AnalyzeQdqFusion(b.model->graph, kQdqLimits);
   std::vector<std::string> lines;
   QdqDebugSink prev = SetQdqDebugSink([&](std::string_view l) { lines.emplace_back(l); });
   SessionOptions opts;
@@ -563,7 +565,7 @@ TEST(QdqFusion, BlockedWeightScalesAreRefused) {
       n.attrs["block_size"] = IntAttr("block_size", 8);
     }
   }
-  QdqFusionReport rep = AnalyzeQdqFusion(g);
+  QdqFusionReport rep = AnalyzeQdqFusion(g, kQdqLimits);
   EXPECT_EQ(rep.fused, 0);
   EXPECT_EQ(rep.refused["blocked"], 1);
   SessionOptions opts;
@@ -587,7 +589,7 @@ TEST(QdqFusion, FloatMatMulsAreCountedAsNotQdq) {
   mm.outputs = {"y"};
   g.nodes.push_back(mm);
   g.outputs.push_back(ValueInfo{"y", {}});
-  QdqFusionReport rep = AnalyzeQdqFusion(g);
+  QdqFusionReport rep = AnalyzeQdqFusion(g, kQdqLimits);
   EXPECT_EQ(rep.fused, 0);
   EXPECT_EQ(rep.refused["not_qdq"], 1);
 }
@@ -638,7 +640,7 @@ TEST(QdqFusion, MalformedParametersAreClearErrors) {
     Graph& g = b.model->graph;
     g.initializers["zp_x"] = Vec(DType::kInt8, {1, 2, 3, 4, 5, 6}, false);
     g.nodes[0].inputs.push_back("zp_x");
-    EXPECT_EQ(AnalyzeQdqFusion(g).refused["invalid_params"], 1);
+    EXPECT_EQ(AnalyzeQdqFusion(g, kQdqLimits).refused["invalid_params"], 1);
     SessionOptions opts;
     opts.num_threads = 1;
     auto s = SessionImpl::Create(std::move(b.model), opts);
@@ -665,7 +667,7 @@ TEST(QdqFusion, MalformedParametersAreClearErrors) {
     Built b = Build(wrong_zp);
     Graph& g = b.model->graph;
     g.initializers["zp_w"] = Vec(DType::kUInt8, {3}, true);
-    EXPECT_EQ(AnalyzeQdqFusion(g).refused["invalid_params"], 1);
+    EXPECT_EQ(AnalyzeQdqFusion(g, kQdqLimits).refused["invalid_params"], 1);
     SessionOptions opts;
     opts.num_threads = 1;
     auto s = SessionImpl::Create(std::move(b.model), opts);

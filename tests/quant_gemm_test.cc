@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "quant/gemm_s8.h"
 
 namespace oneinfer {

@@ -14,7 +14,7 @@
 
 #include <Eigen/Core>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
 #include "oneinfer/session.h"

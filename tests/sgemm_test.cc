@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace oneinfer {
 namespace {

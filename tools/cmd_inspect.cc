@@ -139,7 +139,7 @@ int CmdInspect(int argc, char** argv) {
     std::cout << "  K=" << kn.first << " N=" << kn.second << "  x" << entry.first << "  " << kernel << "\n";
   }
 
-  const QdqFusionReport qdq = AnalyzeQdqFusion(g);
+  const QdqFusionReport qdq = AnalyzeQdqFusion(g, QdqKernelLimits{PackedWeightsS8::kMaxK});
   std::cout << "\nQDQ fusion" << (QdqFusionEnabledByEnv() ? "" : " (off at run time: ONEINFER_QDQ=0)") << ": "
             << qdq.fused << " fused groups\n";
   for (const auto& [form, n] : qdq.forms) std::cout << "  x" << n << "  " << form << "\n";

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/safetensors.h"
+#include "base/safetensors.h"
 
 namespace onnx {
 class GraphProto;

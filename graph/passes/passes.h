@@ -77,14 +77,19 @@ struct QdqFusionReport {
   std::map<std::string, int> refused;
 };
 
+// What the fused kernel can take, told by the caller (the graph layer knows no kernel).
+struct QdqKernelLimits {
+  int64_t max_k = 0;  // the longest reduction the int8 GEMM packs (PackedWeightsS8::kMaxK)
+};
+
 // Rewrites DequantizeLinear(x_q), DequantizeLinear(w_q constant) -> MatMul [-> QuantizeLinear]
 // into one oneinfer.internal QdqMatMul node (see qdq_fusion.cc for what is claimed and refused).
 // With ONEINFER_QDQ_DEBUG=1 logs each group's form and each refusal reason with its count.
 // Requires topological order; run RemoveDeadNodes after. Returns the number of groups fused.
-int FuseQdqMatMul(Graph& g, QdqFusionReport* report = nullptr);
+int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report = nullptr);
 
 // The same selection without rewriting anything (oneinfer inspect, examples).
-QdqFusionReport AnalyzeQdqFusion(const Graph& g);
+QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits);
 
 // False when the environment says ONEINFER_QDQ=0 (the per-node control).
 bool QdqFusionEnabledByEnv();

@@ -26,8 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/passes/passes.h"
-#include "quant/gemm_s8.h"
-#include "quant/qdq_gemm.h"
+#include "base/log.h"
 
 namespace oneinfer {
 
@@ -137,7 +136,7 @@ Attribute IntAttr(const std::string& name, int64_t v) {
 
 const char* AxisName(int64_t y_axis) { return y_axis == 1 ? "row" : y_axis == 2 ? "column" : "tensor"; }
 
-int Run(Graph& g, QdqFusionReport* report, bool rewrite, bool log) {
+int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool rewrite, bool log) {
   QdqFusionReport local;
   QdqFusionReport& rep = report != nullptr ? *report : local;
   std::map<std::string, size_t> producer;
@@ -197,7 +196,7 @@ int Run(Graph& g, QdqFusionReport* report, bool rewrite, bool log) {
       continue;
     }
     const int64_t K = wq->dim(0), N = wq->dim(1);
-    if (K < 1 || N < 1 || K > PackedWeightsS8::kMaxK) {
+    if (K < 1 || N < 1 || K > limits.max_k) {
       refuse("weight_shape");
       continue;
     }
@@ -333,7 +332,7 @@ int Run(Graph& g, QdqFusionReport* report, bool rewrite, bool log) {
     ++rep.fused;
     ++fused;
     if (log) {
-      QdqDebug(absl::StrCat("qdq_group node=", mm.name.empty() ? y : mm.name, " k=", K, " n=", N, " ", form,
+      Trace(LogCategory::kQdq, absl::StrCat("qdq_group node=", mm.name.empty() ? y : mm.name, " k=", K, " n=", N, " ", form,
                             " sx_n=", px.scale->num_elements(), " sw_n=", pw.scale->num_elements(),
                             " zp_x=", px.zp ? px.zp->num_elements() : 0, " zp_w=", pw.zp ? pw.zp->num_elements() : 0,
                             q != nullptr ? absl::StrCat(" zp_y=", py.zp && Single(*py.zp) ? Ints(py.zp)[0] : 0)
@@ -364,8 +363,8 @@ int Run(Graph& g, QdqFusionReport* report, bool rewrite, bool log) {
     g.nodes[k] = std::move(f);
   }
   if (log) {
-    for (const auto& [why, count] : rep.refused) QdqDebug(absl::StrCat("qdq_refused why=", why, " count=", count));
-    QdqDebug(absl::StrCat("qdq_fused count=", fused));
+    for (const auto& [why, count] : rep.refused) Trace(LogCategory::kQdq, absl::StrCat("qdq_refused why=", why, " count=", count));
+    Trace(LogCategory::kQdq, absl::StrCat("qdq_fused count=", fused));
   }
   if (!rewrite || fused == 0) return fused;
   EraseFusedNodes(g, drop);
@@ -379,11 +378,13 @@ bool QdqFusionEnabledByEnv() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-int FuseQdqMatMul(Graph& g, QdqFusionReport* report) { return Run(g, report, true, QdqDebugEnabled()); }
+int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report) {
+  return Run(g, limits, report, true, TraceEnabled(LogCategory::kQdq));
+}
 
-QdqFusionReport AnalyzeQdqFusion(const Graph& g) {
+QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits) {
   QdqFusionReport report;
-  Run(const_cast<Graph&>(g), &report, /*rewrite=*/false, /*log=*/false);
+  Run(const_cast<Graph&>(g), limits, &report, /*rewrite=*/false, /*log=*/false);
   return report;
 }
 

@@ -11,12 +11,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "oneinfer/export.h"
+#include "oneinfer/common.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {
 
-enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kVerbose = 3 };
-enum class MatMulPrecision { kFloat32, kInt8 };
 
 struct SessionOptions {
   // Threads for the heavy kernels, counting the caller; 0 = the machine's cores.

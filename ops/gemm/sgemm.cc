@@ -8,7 +8,7 @@
 #include <cstring>
 #include <new>
 
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 #include "ops/gemm/sgemm_internal.h"
 
 namespace oneinfer {

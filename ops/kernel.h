@@ -15,8 +15,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "engine/value.h"
+#include "base/value.h"
 #include "graph/ir.h"
+#include "oneinfer/common.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {
@@ -24,7 +25,12 @@ namespace oneinfer {
 class Allocator;
 class ThreadPool;
 class OpContext;
-struct SessionConfig;
+
+// What kernel factories may know of the session's settings (the engine fills it from
+// SessionOptions; kernels never see the options themselves).
+struct KernelConfig {
+  MatMulPrecision matmul = MatMulPrecision::kFloat32;
+};
 
 // Runs a compiled subgraph (If/Loop/Scan bodies). Names the subgraph reads from enclosing
 // scopes are resolved through the OpContext of the node that owns it.
@@ -61,7 +67,7 @@ class KernelInit {
   virtual const TypeInfo* OutputType(size_t i) const = 0;
   // Compiles a graph-valued attribute into a runner.
   virtual absl::StatusOr<std::unique_ptr<SubgraphRunner>> CompileSubgraph(const Graph& g) const = 0;
-  virtual const SessionConfig& config() const = 0;
+  virtual const KernelConfig& config() const = 0;
 };
 
 // What a kernel sees while it runs.

@@ -1,14 +1,7 @@
-#include "engine/safetensors.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "base/safetensors.h"
 
 #include <cstring>
 #include <fstream>
-#include <mutex>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -20,10 +13,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// Live mappings, so that ReleaseSafetensorsPages only ever touches file-backed pages.
-std::mutex g_live_mu;
-std::set<std::pair<uintptr_t, size_t>> g_live;
-
 std::string ShapeText(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) absl::StrAppend(&r, i ? ", " : "", s[i]);
@@ -31,45 +20,6 @@ std::string ShapeText(const std::vector<int64_t>& s) {
 }
 
 }  // namespace
-
-float Bf16ToF32(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t F32ToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
-  bits += 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float F16ToF32(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400u)) {
-        man <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 size_t SafetensorsDTypeSize(const std::string& d) {
   if (d == "F64" || d == "I64" || d == "U64") return 8;
@@ -79,43 +29,22 @@ size_t SafetensorsDTypeSize(const std::string& d) {
   return 0;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (base_ == nullptr || base_ == MAP_FAILED) return;
-  {
-    std::lock_guard<std::mutex> lock(g_live_mu);
-    g_live.erase({reinterpret_cast<uintptr_t>(base_), size_});
-  }
-  munmap(base_, size_);
-}
-
 absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
-  }
-  f->size_ = static_cast<size_t>(st.st_size);
-  if (f->size_ < 8) {
-    ::close(fd);
+  absl::StatusOr<std::shared_ptr<MappedFile>> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return mapped.status();
+  f->file_ = *std::move(mapped);
+  const size_t file_size = f->file_->size();
+  if (file_size < 8) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is too short to be a safetensors file"));
   }
-  f->base_ = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (f->base_ == MAP_FAILED) return absl::InternalError(absl::StrCat("cannot map '", path, "'"));
-  {
-    std::lock_guard<std::mutex> lock(g_live_mu);
-    g_live.insert({reinterpret_cast<uintptr_t>(f->base_), f->size_});
-  }
-  const auto* bytes = static_cast<const uint8_t*>(f->base_);
+  const uint8_t* bytes = f->file_->data();
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes, 8);
-  if (header_len > f->size_ - 8) {
+  if (header_len > file_size - 8) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", path, "': header length ", header_len, " passes the end of the file (", f->size_, " bytes)"));
+        absl::StrCat("'", path, "': header length ", header_len, " passes the end of the file (", file_size, " bytes)"));
   }
   json header;
   try {
@@ -124,7 +53,7 @@ absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     return absl::InvalidArgumentError(absl::StrCat("'", path, "': bad safetensors header: ", e.what()));
   }
   if (!header.is_object()) return absl::InvalidArgumentError(absl::StrCat("'", path, "': the header is not a JSON object"));
-  const size_t data_start = 8 + header_len, data_size = f->size_ - data_start;
+  const size_t data_start = 8 + header_len, data_size = file_size - data_start;
   for (auto it = header.begin(); it != header.end(); ++it) {
     try {
       if (it.key() == "__metadata__") {
@@ -161,19 +90,6 @@ absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
 const SafetensorsEntry* SafetensorsFile::Find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
-}
-
-void ReleaseSafetensorsPages(const void* p, size_t bytes) {
-  const auto begin = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard<std::mutex> lock(g_live_mu);
-  for (const auto& [base, size] : g_live) {
-    if (begin < base || begin + bytes > base + size) continue;
-    // Whole pages strictly inside the range: neighbours may still be in use.
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + bytes) / page * page;
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-    return;
-  }
 }
 
 absl::Status WriteSafetensorsFile(const std::string& path, const std::vector<SafetensorsOut>& tensors,

@@ -1,4 +1,4 @@
-#include "engine/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <immintrin.h>
 

@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/half.h"
+#include "base/mapped_file.h"
 
 namespace oneinfer {
 
@@ -27,7 +29,6 @@ struct SafetensorsEntry {
 class SafetensorsFile {
  public:
   static absl::StatusOr<std::shared_ptr<SafetensorsFile>> Open(const std::string& path);
-  ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -39,20 +40,10 @@ class SafetensorsFile {
  private:
   SafetensorsFile() = default;
   std::string path_;
-  void* base_ = nullptr;
-  size_t size_ = 0;
+  std::shared_ptr<MappedFile> file_;
   std::map<std::string, SafetensorsEntry> tensors_;
   std::map<std::string, std::string> metadata_;
 };
-
-float Bf16ToF32(uint16_t v);
-uint16_t F32ToBf16(float f);  // round to nearest even; NaN stays NaN
-float F16ToF32(uint16_t v);
-
-// After a kernel has copied a tensor of a mapped safetensors file into its own layout: drops
-// the resident pages strictly inside [p, p + bytes) (re-read from the file if touched again).
-// Does nothing for memory that is not inside a live SafetensorsFile mapping.
-void ReleaseSafetensorsPages(const void* p, size_t bytes);
 
 // Bytes per element of a safetensors dtype; 0 when unknown.
 size_t SafetensorsDTypeSize(const std::string& dtype);
