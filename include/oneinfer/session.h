@@ -17,6 +17,22 @@
 namespace oneinfer {
 
 
+// The NPU leg (docs/npu.md): int8 GEMMs of at least 16 rows whose (K, N) has a design in the
+// table run on the XDNA device through XRT; everything else runs on the host.
+struct NpuOptions {
+  // The design table: "MxKxN=path.xclbin:path.insts[,...]" (docs/npu.md). Empty: host only.
+  std::string designs;
+  // Run the designs on the in-process emulated device instead of XRT (tests, no hardware).
+  bool emulate = false;
+  // Device memory for resident weight images, per design.
+  size_t weight_cache_mb = 2048;
+  // A device run that does not complete within this many milliseconds is reported and the
+  // host runs the call instead.
+  int64_t wait_timeout_ms = 10000;
+  // Routing trace lines (npu_qdq_host_rows, npu_qdq_fallback, npu_qdq_device) on stderr.
+  bool trace = false;
+};
+
 struct SessionOptions {
   // Threads for the heavy kernels, counting the caller; 0 = the machine's cores.
   int num_threads = 0;
@@ -31,8 +47,17 @@ struct SessionOptions {
   // quick load for tools that only inspect a graph).
   bool prepare_weights = true;
   // Fuse DequantizeLinear -> MatMul [-> QuantizeLinear] groups into one exact int8 node
-  // (docs/qdq.md). The environment variable ONEINFER_QDQ=0 turns it off as well.
+  // (docs/qdq.md).
   bool qdq_fusion = true;
+  // The QDQ fusion's trace lines on stderr: each fused group's form, each refusal reason with
+  // its count (qdq_group, qdq_refused, qdq_fused, qdq_colsum).
+  bool qdq_trace = false;
+  // Run weight-only DequantizeLinear -> MatMul groups (int8 per column, int4/uint4 blocked) on
+  // the int8 and 4-bit GEMMs without building the float weight (docs/quant.md).
+  bool weight_fusion = true;
+  // Per-run node timing profile in the log (also on at LogLevel::kVerbose).
+  bool profile = false;
+  NpuOptions npu;
 };
 
 // Declared metadata of a graph input or output. shape is empty with has_shape false
