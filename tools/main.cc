@@ -21,7 +21,7 @@ constexpr const char* kUsage =
     "  quantize MODEL.onnx -o OUT.onnx --a8w8          static A8W8 QDQ graph, calibrated on text or ids\n"
     "\n"
     "  oneinfer <command> --help   shows a command's options\n"
-    "  oneinfer --version          version, kernel tier, NPU leg\n";
+    "  oneinfer --version          version, kernel tiers, NPU leg\n";
 
 }  // namespace
 
