@@ -2,18 +2,21 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/kernel_tier.h"
 #include "npu/device.h"
 #include "oneinfer/session.h"
 #include "oneinfer/version.h"
-#include "ops/gemm/sgemm.h"
-#include "quant/gemm_s8.h"
 
 namespace oneinfer {
 
 std::string VersionString() {
-  return absl::StrCat(ONEINFER_VERSION_STRING, " (kernels: float ", SgemmTierName(), ", int8 ",
-                      Int8TierName(), "; npu: ", npu::XrtCompiledIn() ? "built with XRT" : "not built",
-                      ")");
+  std::string kernels;
+  for (KernelFamily f : {KernelFamily::kFloat, KernelFamily::kInt8, KernelFamily::kQ4}) {
+    absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", KernelFamilyName(f), " ",
+                    ActiveKernelTierName(f));
+  }
+  return absl::StrCat(ONEINFER_VERSION_STRING, " (kernels: ", kernels,
+                      "; npu: ", npu::XrtCompiledIn() ? "built with XRT" : "not built", ")");
 }
 
 }  // namespace oneinfer

@@ -4,18 +4,17 @@
 #include <emmintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include <Eigen/Core>
 
 #include "absl/strings/str_cat.h"
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "quant/gemm_q4_internal.h"
-#include "quant/gemm_s8.h"
-#include "quant/kernel_tier.h"
 
 namespace oneinfer {
 namespace {
@@ -30,28 +29,15 @@ constexpr int64_t kMinTaskMacs = int64_t{1} << 18;
 // Rows of quantised activations kept hot while one weight panel sweeps them.
 constexpr int64_t kARowsBytes = int64_t{256} << 10;
 
-// ---- tiers: the same CPU probe as the int8 GEMM (its supported-tier list) ----
+// ---- tier selection ----
 
+// In base/kernel_tier.h's order (kQ4Tiers): the one selector picks the index.
 const GemmQ4Tier* const kTiers[] = {&gemm_q4_internal::kGemmQ4TierReference,
                                     &gemm_q4_internal::kGemmQ4TierAvx2,
                                     &gemm_q4_internal::kGemmQ4TierAvx512Vnni};
+static_assert(std::size(kTiers) == kQ4TierCount);
 
-int BestTierIndex() {
-  static const int best = [] {
-    const std::vector<std::string> s8 = Int8SupportedTiers();
-    const auto has = [&](const char* n) { return std::find(s8.begin(), s8.end(), n) != s8.end(); };
-    return has("avx512vnni") ? 2 : has("avx2") ? 1 : 0;
-  }();
-  return best;
-}
-
-// ONEINFER_Q4_TIER, else ONEINFER_INT8_TIER, names the tier.
-KernelTierSelector<GemmQ4Tier, 3>& Tiers() {
-  static KernelTierSelector<GemmQ4Tier, 3> tiers(kTiers, BestTierIndex, {"ONEINFER_Q4_TIER", "ONEINFER_INT8_TIER"});
-  return tiers;
-}
-
-const GemmQ4Tier& ActiveTier() { return Tiers().Active(); }
+const GemmQ4Tier& ActiveTier() { return *kTiers[ActiveKernelTier(KernelFamily::kQ4)]; }
 
 // ---- activation quantisation ----
 
@@ -346,8 +332,14 @@ void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const ui
 
 const char* Q4TierName() { return ActiveTier().name; }
 
-std::vector<std::string> Q4SupportedTiers() { return Tiers().Supported(); }
+std::vector<std::string> Q4SupportedTiers() { return SupportedKernelTiers(KernelFamily::kQ4); }
 
-bool Q4ForceTierForTesting(const char* tier) { return Tiers().ForceForTesting(tier); }
+bool Q4ForceTierForTesting(const char* tier) {
+  if (tier == nullptr) {
+    ResetKernelTier(KernelFamily::kQ4);
+    return true;
+  }
+  return SetKernelTier(KernelFamily::kQ4, tier);
+}
 
 }  // namespace oneinfer

@@ -134,12 +134,11 @@ void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, Thr
 void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const uint8_t* codes,
                        const float* d, const float* m, float* y);
 
-// "reference", "avx2" or "avx512vnni": the 4-bit tier in use. Chosen once from CPUID like the
-// int8 GEMM's; ONEINFER_Q4_TIER forces a tier (else ONEINFER_INT8_TIER applies); a request
-// above what the CPU supports, or an unknown name, gets the best available.
+// "reference", "avx2" or "avx512vnni": the 4-bit tier in use, chosen by base/kernel_tier.h
+// (KernelFamily::kQ4): the best this CPU and OS run unless SetKernelTier forced one.
 const char* Q4TierName();
 std::vector<std::string> Q4SupportedTiers();
-// Test hook with the env var's rules; nullptr re-reads the env on the next call.
+// SetKernelTier(KernelFamily::kQ4, tier), or ResetKernelTier for nullptr (returns true then).
 bool Q4ForceTierForTesting(const char* tier);
 
 }  // namespace oneinfer

@@ -1,17 +1,15 @@
-// Int8 GEMM driver: CPU probe and tier choice, weight packing, A preparation, thread split.
+// Int8 GEMM driver: tier dispatch, weight packing, A preparation, thread split.
 #include "quant/gemm_s8.h"
 
-#include <cpuid.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "quant/gemm_s8_internal.h"
-#include "quant/kernel_tier.h"
 
 namespace oneinfer {
 namespace {
@@ -27,69 +25,15 @@ constexpr int64_t kABlockBytes = int64_t{512} << 10;
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// ---- CPU probe: named predicates over CPUID and XCR0 ----
-
-// XCR0 state components the OS must save for the registers a tier uses.
-constexpr uint64_t kXcr0Sse = uint64_t{1} << 1;
-constexpr uint64_t kXcr0Avx = uint64_t{1} << 2;  // upper halves of ymm
-constexpr uint64_t kXcr0Opmask = uint64_t{1} << 5;
-constexpr uint64_t kXcr0ZmmHi256 = uint64_t{1} << 6;
-constexpr uint64_t kXcr0Hi16Zmm = uint64_t{1} << 7;
-
-struct CpuFeatures {
-  bool avx2 = false;
-  bool avx512_vnni = false;  // with avx512f, bw, vl
-};
-
-uint64_t ReadXcr0() {
-  uint32_t lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (uint64_t{hi} << 32) | lo;
-}
-
-CpuFeatures ProbeCpu() {
-  CpuFeatures f;
-  unsigned a1, b1, c1, d1, a7, b7, c7, d7;
-  if (!__get_cpuid_count(1, 0, &a1, &b1, &c1, &d1)) return f;
-  // XGETBV is only defined when the OS enabled XSAVE (OSXSAVE).
-  const bool os_xsave = (c1 & bit_OSXSAVE) != 0;
-  if (!os_xsave || !__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7)) return f;
-  const uint64_t xcr0 = ReadXcr0();
-  const bool os_saves_ymm = (xcr0 & (kXcr0Sse | kXcr0Avx)) == (kXcr0Sse | kXcr0Avx);
-  const uint64_t zmm_state = kXcr0Sse | kXcr0Avx | kXcr0Opmask | kXcr0ZmmHi256 | kXcr0Hi16Zmm;
-  const bool os_saves_zmm = (xcr0 & zmm_state) == zmm_state;
-  const bool cpu_avx = (c1 & bit_AVX) != 0;
-  const bool cpu_avx2 = (b7 & bit_AVX2) != 0;
-  const bool cpu_avx512f = (b7 & bit_AVX512F) != 0;
-  const bool cpu_avx512bw = (b7 & bit_AVX512BW) != 0;
-  const bool cpu_avx512vl = (b7 & bit_AVX512VL) != 0;
-  const bool cpu_avx512vnni = (c7 & bit_AVX512VNNI) != 0;
-  f.avx2 = os_saves_ymm && cpu_avx && cpu_avx2;
-  f.avx512_vnni =
-      f.avx2 && os_saves_zmm && cpu_avx512f && cpu_avx512bw && cpu_avx512vl && cpu_avx512vnni;
-  return f;
-}
-
 // ---- tier selection ----
 
+// In base/kernel_tier.h's order (kInt8Tiers): the one selector picks the index.
 const GemmS8Tier* const kTiers[] = {&gemm_s8_internal::kGemmS8TierReference,
                                     &gemm_s8_internal::kGemmS8TierAvx2,
                                     &gemm_s8_internal::kGemmS8TierAvx512Vnni};
+static_assert(std::size(kTiers) == kInt8TierCount);
 
-int BestTierIndex() {
-  static const int best = [] {
-    const CpuFeatures f = ProbeCpu();
-    return f.avx512_vnni ? 2 : f.avx2 ? 1 : 0;
-  }();
-  return best;
-}
-
-KernelTierSelector<GemmS8Tier, 3>& Tiers() {
-  static KernelTierSelector<GemmS8Tier, 3> tiers(kTiers, BestTierIndex, {"ONEINFER_INT8_TIER"});
-  return tiers;
-}
-
-const GemmS8Tier& ActiveTier() { return Tiers().Active(); }
+const GemmS8Tier& ActiveTier() { return *kTiers[ActiveKernelTier(KernelFamily::kInt8)]; }
 
 // ---- A preparation ----
 
@@ -290,8 +234,14 @@ void gemm_u8s8_s32_reference(int64_t M, int64_t N, int64_t K, const uint8_t* a, 
 
 const char* Int8TierName() { return ActiveTier().name; }
 
-std::vector<std::string> Int8SupportedTiers() { return Tiers().Supported(); }
+std::vector<std::string> Int8SupportedTiers() { return SupportedKernelTiers(KernelFamily::kInt8); }
 
-bool Int8ForceTierForTesting(const char* tier) { return Tiers().ForceForTesting(tier); }
+bool Int8ForceTierForTesting(const char* tier) {
+  if (tier == nullptr) {
+    ResetKernelTier(KernelFamily::kInt8);
+    return true;
+  }
+  return SetKernelTier(KernelFamily::kInt8, tier);
+}
 
 }  // namespace oneinfer

@@ -70,16 +70,14 @@ void gemm_s8s8_s32_reference(int64_t M, int64_t N, int64_t K, const int8_t* a, i
 void gemm_u8s8_s32_reference(int64_t M, int64_t N, int64_t K, const uint8_t* a, int64_t lda,
                              const int8_t* w, int64_t ldw, int32_t* c, int64_t ldc);
 
-// "reference", "avx2" or "avx512vnni": the tier in use. Chosen once from CPUID with the OS's
-// saved register state checked (XGETBV); ONEINFER_INT8_TIER=reference|avx2|avx512vnni forces a
-// tier, and a request above what the CPU supports (or an unknown name) gets the best available.
+// "reference", "avx2" or "avx512vnni": the tier in use, chosen by base/kernel_tier.h
+// (KernelFamily::kInt8): the best this CPU and OS run unless SetKernelTier forced one.
 const char* Int8TierName();
 
 // Tiers this CPU and OS can run, lowest first ("reference" is always there).
 std::vector<std::string> Int8SupportedTiers();
 
-// Test hook with the env var's rules; nullptr drops the override and re-reads
-// ONEINFER_INT8_TIER on the next call. Returns true when the requested tier is now in use.
+// SetKernelTier(KernelFamily::kInt8, tier), or ResetKernelTier for nullptr (returns true then).
 bool Int8ForceTierForTesting(const char* tier);
 
 }  // namespace oneinfer

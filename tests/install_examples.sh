@@ -159,7 +159,7 @@ cmp -s <(grep -v '^library' "$work/run_graph.out") <(grep -v '^library' "$work/r
 step "versions: oneinfer --version, VersionString(), version.h"
 cli_version=$("$PREFIX/bin/oneinfer" --version)
 echo "  $cli_version"
-[[ $cli_version =~ ^oneinfer\ [0-9]+\.[0-9]+\.[0-9]+\ \(kernels:\ float\ (avx512|avx2|portable),\ int8\ (avx512vnni|avx2|reference)\;\ npu:\ (built\ with\ XRT|not\ built)\)$ ]] ||
+[[ $cli_version =~ ^oneinfer\ [0-9]+\.[0-9]+\.[0-9]+\ \(kernels:\ float\ (avx512|avx2|portable),\ int8\ (avx512vnni|avx2|reference),\ 4-bit\ (avx512vnni|avx2|reference)\;\ npu:\ (built\ with\ XRT|not\ built)\)$ ]] ||
   fail "oneinfer --version printed '$cli_version'"
 lib_version=$(sed -n 's/^library: //p' "$work/run_graph.out")
 [ "oneinfer $lib_version" = "$cli_version" ] || fail "VersionString() '$lib_version' differs from the command's"

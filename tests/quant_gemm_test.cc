@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "quant/gemm_s8.h"
 
@@ -112,10 +113,10 @@ std::vector<Case> LargeCases() {
 class Int8TierTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!Int8ForceTierForTesting(GetParam()))
+    if (!SetKernelTier(KernelFamily::kInt8, GetParam()))
       GTEST_SKIP() << GetParam() << " not supported on this CPU";
   }
-  void TearDown() override { Int8ForceTierForTesting(nullptr); }
+  void TearDown() override { ResetKernelTier(KernelFamily::kInt8); }
 
   template <typename A>
   void RunAll(const std::vector<Case>& cases, ThreadPool* pool) {
@@ -203,36 +204,35 @@ TEST(Int8Tier, SupportedTiersStartWithReference) {
   const std::vector<std::string> tiers = Int8SupportedTiers();
   ASSERT_FALSE(tiers.empty());
   EXPECT_EQ(tiers.front(), "reference");
-  Int8ForceTierForTesting(nullptr);
-  if (std::getenv("ONEINFER_INT8_TIER") == nullptr) EXPECT_EQ(Int8TierName(), tiers.back());
+  EXPECT_EQ(tiers, SupportedKernelTiers(KernelFamily::kInt8));
+  ResetKernelTier(KernelFamily::kInt8);
+  EXPECT_EQ(Int8TierName(), tiers.back());
 }
 
 TEST(Int8Tier, UnknownOrUnsupportedNameFallsBackToBest) {
   const std::string best = Int8SupportedTiers().back();
-  EXPECT_FALSE(Int8ForceTierForTesting("sse9"));
+  EXPECT_FALSE(SetKernelTier(KernelFamily::kInt8, "sse9"));
   EXPECT_EQ(Int8TierName(), best);
-  Int8ForceTierForTesting(nullptr);
+  ResetKernelTier(KernelFamily::kInt8);
 }
 
-// The environment variable is read when no override is set; clearing the override re-reads it.
-TEST(Int8Tier, EnvironmentVariableForcesTier) {
-  const char* saved = std::getenv("ONEINFER_INT8_TIER");
-  const std::string saved_value = saved ? saved : "";
+// SetKernelTier forces each tier the CPU has; a name above it, or unknown, gets the best
+// available (never upward); the reset goes back to the best. The old entry point forwards.
+TEST(Int8Tier, SetKernelTierForcesTier) {
   const std::vector<std::string> tiers = Int8SupportedTiers();
   for (const std::string& t : tiers) {
-    ASSERT_EQ(setenv("ONEINFER_INT8_TIER", t.c_str(), 1), 0);
-    Int8ForceTierForTesting(nullptr);
+    EXPECT_TRUE(SetKernelTier(KernelFamily::kInt8, t));
     EXPECT_EQ(Int8TierName(), t);
   }
-  // Above what the CPU has, or unknown: the best available, never upward.
-  ASSERT_EQ(setenv("ONEINFER_INT8_TIER", "no-such-tier", 1), 0);
-  Int8ForceTierForTesting(nullptr);
+  EXPECT_FALSE(SetKernelTier(KernelFamily::kInt8, "no-such-tier"));
   EXPECT_EQ(Int8TierName(), tiers.back());
-  ASSERT_EQ(unsetenv("ONEINFER_INT8_TIER"), 0);
-  Int8ForceTierForTesting(nullptr);
+  ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, "reference"));
+  ResetKernelTier(KernelFamily::kInt8);
   EXPECT_EQ(Int8TierName(), tiers.back());
-  if (saved != nullptr) setenv("ONEINFER_INT8_TIER", saved_value.c_str(), 1);
-  Int8ForceTierForTesting(nullptr);
+  EXPECT_TRUE(Int8ForceTierForTesting("reference"));
+  EXPECT_STREQ(ActiveKernelTierName(KernelFamily::kInt8), "reference");
+  EXPECT_TRUE(Int8ForceTierForTesting(nullptr));
+  EXPECT_EQ(Int8TierName(), tiers.back());
 }
 
 TEST(PackedWeightsS8, LayoutAndColumnSums) {

@@ -14,6 +14,7 @@
 
 #include <Eigen/Core>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
@@ -131,7 +132,8 @@ TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
   ThreadPool pool(3);
   std::mt19937 rng(11);
   for (const std::string& tier : Q4SupportedTiers()) {
-    ASSERT_TRUE(Q4ForceTierForTesting(tier.c_str())) << tier;
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kQ4, tier)) << tier;
+    ASSERT_EQ(Q4TierName(), tier);
     for (int64_t M : {1, 2, 5, 6, 7, 13, 33})
       for (int64_t K : {32, 64, 160})
         for (int64_t N : {1, 15, 16, 17, 33, 70}) {
@@ -158,7 +160,7 @@ TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
           }
         }
   }
-  Q4ForceTierForTesting(nullptr);
+  ResetKernelTier(KernelFamily::kQ4);
 }
 
 // Extremes: codes 0 and 15 against activations quantised to +-127 (the largest int32 dots and
@@ -181,11 +183,11 @@ TEST(MatMulQ4, ExtremeCodesAndActivations) {
   // so y = K * 3.5 up to the float rounding of s = 1/127.
   EXPECT_NEAR(want[2 * N + 3], K * 3.5f, 1e-2f);
   for (const std::string& tier : Q4SupportedTiers()) {
-    ASSERT_TRUE(Q4ForceTierForTesting(tier.c_str()));
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kQ4, tier));
     MatMulQ4(M, a.data(), *w, got.data(), &pool);
     for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(got[i], want[i]) << tier << " i=" << i;
   }
-  Q4ForceTierForTesting(nullptr);
+  ResetKernelTier(KernelFamily::kQ4);
 }
 
 // Against the float product of the dequantised weights: only the q8 activation rounding differs.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 
 namespace oneinfer {
@@ -104,10 +105,10 @@ void CheckCase(const Case& c, bool packed, ThreadPool* pool, std::mt19937& rng) 
 class SgemmTierTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!SgemmForceTierForTesting(GetParam()))
+    if (!SetKernelTier(KernelFamily::kFloat, GetParam()))
       GTEST_SKIP() << GetParam() << " not supported on this CPU";
   }
-  void TearDown() override { SgemmForceTierForTesting(nullptr); }
+  void TearDown() override { ResetKernelTier(KernelFamily::kFloat); }
 
   // Cycles transposes, alpha/beta and padding through the grid so every combination is hit.
   void RunGrid(bool packed, ThreadPool* pool) {
@@ -184,17 +185,20 @@ INSTANTIATE_TEST_SUITE_P(AllTiers, SgemmTierTest,
                          [](const auto& p) { return std::string(p.param); });
 
 TEST(SgemmTier, UnknownNameFallsBackToBest) {
-  SgemmForceTierForTesting(nullptr);
+  ResetKernelTier(KernelFamily::kFloat);
   const std::string best = SgemmTierName();
-  EXPECT_FALSE(SgemmForceTierForTesting("sse9"));
-  SgemmForceTierForTesting(nullptr);
-  // The default is the best tier unless ONEINFER_SGEMM_TIER lowered it.
-  if (std::getenv("ONEINFER_SGEMM_TIER") == nullptr) {
-    SgemmForceTierForTesting("avx512");
-    const std::string top = SgemmTierName();
-    SgemmForceTierForTesting(nullptr);
-    EXPECT_EQ(best, top);
-  }
+  // The default is the best tier this CPU runs.
+  EXPECT_EQ(best, SupportedKernelTiers(KernelFamily::kFloat).back());
+  EXPECT_FALSE(SetKernelTier(KernelFamily::kFloat, "sse9"));
+  EXPECT_EQ(SgemmTierName(), best);
+  // The top tier: in use when the CPU has it, else the best available (never upward).
+  EXPECT_EQ(SetKernelTier(KernelFamily::kFloat, "avx512"), best == "avx512");
+  EXPECT_EQ(SgemmTierName(), best);
+  // The old entry point forwards to the same selector.
+  EXPECT_TRUE(SgemmForceTierForTesting("portable"));
+  EXPECT_STREQ(ActiveKernelTierName(KernelFamily::kFloat), "portable");
+  EXPECT_TRUE(SgemmForceTierForTesting(nullptr));
+  EXPECT_EQ(SgemmTierName(), best);
 }
 
 TEST(PackedMatrixB, LayoutAndSize) {

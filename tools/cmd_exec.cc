@@ -9,6 +9,7 @@
 #include "graph/onnx_loader.h"
 #include "oneinfer/session.h"
 #include "tools/cli.h"
+#include "tools/env_options.h"
 
 namespace oneinfer::cli {
 
@@ -26,7 +27,7 @@ constexpr const char* kHelp =
 int CmdExec(int argc, char** argv) {
   Args args(argc, argv, 2);
   if (args.TakeFlag("--help", "-h")) {
-    std::cout << kHelp;
+    std::cout << kHelp << EnvironmentHelp();
     return 0;
   }
   std::string input_dir, output_dir, threads;
@@ -41,6 +42,7 @@ int CmdExec(int argc, char** argv) {
   if (input_dir.empty() || output_dir.empty()) return Fail("exec needs --input-dir and --output-dir");
   SessionOptions opts;
   if (auto s = ParseMatMulFlag(matmul, &opts.matmul); !s.ok()) return Fail(s);
+  if (auto s = ApplySessionEnvironment(&opts); !s.ok()) return Fail(s);
   if (!threads.empty()) {
     try {
       opts.num_threads = std::stoi(threads);

@@ -15,6 +15,7 @@
 #include "quant/gemm_q4.h"
 #include "quant/gemm_s8.h"
 #include "tools/cli.h"
+#include "tools/env_options.h"
 
 namespace oneinfer::cli {
 
@@ -56,13 +57,16 @@ void CountOps(const Graph& g, std::map<std::string, int>& hist) {
 int CmdInspect(int argc, char** argv) {
   Args args(argc, argv, 2);
   if (args.TakeFlag("--help", "-h")) {
-    std::cout << kHelp;
+    std::cout << kHelp << EnvironmentHelp();
     return 0;
   }
   std::string matmul;
   args.Take("--matmul", &matmul);
   MatMulPrecision precision = MatMulPrecision::kFloat32;
   if (auto s = ParseMatMulFlag(matmul, &precision); !s.ok()) return Fail(s);
+  // What a session would run with: the QDQ fusion may be switched off (ONEINFER_QDQ=0).
+  SessionOptions run_options;
+  if (auto s = ApplySessionEnvironment(&run_options); !s.ok()) return Fail(s);
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("inspect needs exactly one MODEL.onnx (see oneinfer inspect --help)");
@@ -140,7 +144,7 @@ int CmdInspect(int argc, char** argv) {
   }
 
   const QdqFusionReport qdq = AnalyzeQdqFusion(g, QdqKernelLimits{PackedWeightsS8::kMaxK});
-  std::cout << "\nQDQ fusion" << (QdqFusionEnabledByEnv() ? "" : " (off at run time: ONEINFER_QDQ=0)") << ": "
+  std::cout << "\nQDQ fusion" << (run_options.qdq_fusion ? "" : " (off at run time: ONEINFER_QDQ=0)") << ": "
             << qdq.fused << " fused groups\n";
   for (const auto& [form, n] : qdq.forms) std::cout << "  x" << n << "  " << form << "\n";
   for (const auto& [why, n] : qdq.refused) std::cout << "  not fused: why=" << why << " count=" << n << "\n";

@@ -12,6 +12,7 @@
 #include "oneinfer/session.h"
 #include "oneinfer/tokenizer.h"
 #include "tools/cli.h"
+#include "tools/env_options.h"
 
 namespace oneinfer::cli {
 
@@ -54,7 +55,7 @@ bool ParseFloat(const std::string& s, float* v) {
 int CmdRun(int argc, char** argv) {
   Args args(argc, argv, 2);
   if (args.TakeFlag("--help", "-h")) {
-    std::cout << kHelp;
+    std::cout << kHelp << EnvironmentHelp();
     return 0;
   }
   std::string prompt, prompt_ids, tok_path, n_s, temp_s, topk_s, topp_s, seed_s, threads_s, dump;
@@ -80,6 +81,7 @@ int CmdRun(int argc, char** argv) {
   GenerateOptions gen;
   SessionOptions sopts;
   if (auto s = ParseMatMulFlag(matmul, &sopts.matmul); !s.ok()) return Fail(s);
+  if (auto s = ApplySessionEnvironment(&sopts); !s.ok()) return Fail(s);
   int64_t v = 0;
   if (!n_s.empty()) {
     if (!ParseInt(n_s, &v) || v < 0) return Fail(absl::StrCat("--max-new-tokens '", n_s, "' is not a count"));

@@ -5,6 +5,7 @@
 
 #include "oneinfer/session.h"
 #include "tools/cli.h"
+#include "tools/env_options.h"
 
 namespace {
 
@@ -20,15 +21,17 @@ constexpr const char* kUsage =
     "  quantize MODEL.onnx -o OUT.onnx --a8w8          static A8W8 QDQ graph, calibrated on text or ids\n"
     "\n"
     "  oneinfer <command> --help   shows a command's options\n"
-    "  oneinfer --version          version, kernel tier, NPU leg\n";
+    "  oneinfer --version          version, kernel tiers, NPU leg\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
-    std::cout << kUsage;
+    std::cout << kUsage << oneinfer::cli::EnvironmentHelp();
     return argc < 2 ? 2 : 0;
   }
+  // Tiers are process-wide: set once, before any command (and --version, which names them).
+  oneinfer::cli::ApplyTierEnvironment();
   const std::string cmd = argv[1];
   if (cmd == "--version" || cmd == "version") {
     std::cout << "oneinfer " << oneinfer::VersionString() << "\n";

@@ -9,7 +9,7 @@
 // A symbolic or unknown dimension takes the size given with --dim NAME=SIZE, else 2.
 //
 // Output: the library's version and the headers' version,
-//   library: 0.1.0 (kernels: float avx2, int8 avx2; npu: not built)
+//   library: 0.1.0 (kernels: float avx2, int8 avx2, 4-bit avx2; npu: not built)
 //   headers: 0.1.0
 // one line per input fed, then one line per graph output:
 //   output NAME DTYPE [d0,d1,...]: v0 v1 v2 ...

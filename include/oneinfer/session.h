@@ -127,8 +127,8 @@ class ONEINFER_API Session {
   std::unique_ptr<SessionImpl> impl_;
 };
 
-// The version, the CPU kernel tiers in use (float GEMM, int8 GEMM) and whether the NPU leg
-// (XRT) was built: "0.1.0 (kernels: float avx512, int8 avx512vnni; npu: not built)".
+// The version, the CPU kernel tiers in use (float, int8 and 4-bit GEMMs) and whether the NPU leg
+// (XRT) was built: "0.1.0 (kernels: float avx512, int8 avx512vnni, 4-bit avx512vnni; npu: not built)".
 ONEINFER_API std::string VersionString();
 
 }  // namespace oneinfer

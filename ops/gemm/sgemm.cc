@@ -4,10 +4,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
+#include <iterator>
 #include <new>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm_internal.h"
 
@@ -28,37 +29,13 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // ---- tier selection ----
 
+// In base/kernel_tier.h's order (kFloatTiers): the one selector picks the index.
 const SgemmTier* const kTiers[] = {&gemm_internal::kSgemmTierPortable,
                                    &gemm_internal::kSgemmTierAvx2,
                                    &gemm_internal::kSgemmTierAvx512};
+static_assert(std::size(kTiers) == kFloatTierCount);
 
-int BestTierIndex() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("fma"))
-    return 2;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
-  return 0;
-}
-
-// A named tier if the CPU has it, else the best available (never silently upward).
-const SgemmTier* ResolveTier(const char* name) {
-  const int best = BestTierIndex();
-  if (name != nullptr) {
-    for (int i = 0; i <= best; ++i)
-      if (std::strcmp(name, kTiers[i]->name) == 0) return kTiers[i];
-  }
-  return kTiers[best];
-}
-
-std::atomic<const SgemmTier*> g_forced_tier{nullptr};
-
-const SgemmTier& ActiveTier() {
-  if (const SgemmTier* t = g_forced_tier.load(std::memory_order_relaxed)) return *t;
-  static const SgemmTier* const default_tier = ResolveTier(std::getenv("ONEINFER_SGEMM_TIER"));
-  return *default_tier;
-}
+const SgemmTier& ActiveTier() { return *kTiers[ActiveKernelTier(KernelFamily::kFloat)]; }
 
 // ---- packing ----
 
@@ -318,8 +295,11 @@ PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const floa
 const char* SgemmTierName() { return ActiveTier().name; }
 
 bool SgemmForceTierForTesting(const char* tier) {
-  g_forced_tier.store(tier == nullptr ? nullptr : ResolveTier(tier), std::memory_order_relaxed);
-  return tier == nullptr || std::strcmp(ActiveTier().name, tier) == 0;
+  if (tier == nullptr) {
+    ResetKernelTier(KernelFamily::kFloat);
+    return true;
+  }
+  return SetKernelTier(KernelFamily::kFloat, tier);
 }
 
 }  // namespace oneinfer

@@ -53,12 +53,11 @@ class PackedMatrixB {
 void SgemmPacked(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const PackedMatrixB& B, float beta, float* C, int64_t ldc, ThreadPool* pool);
 
-// "avx512", "avx2" or "portable": the tier in use. ONEINFER_SGEMM_TIER=portable|avx2|avx512
-// forces a tier; a request above what the CPU supports falls back to the best available.
+// "avx512", "avx2" or "portable": the tier in use, chosen by base/kernel_tier.h
+// (KernelFamily::kFloat): the best this CPU runs unless SetKernelTier forced one.
 const char* SgemmTierName();
 
-// Test hook with the same rules as the env var; nullptr restores the default. Returns true
-// when the requested tier is now in use.
+// SetKernelTier(KernelFamily::kFloat, tier), or ResetKernelTier for nullptr (returns true then).
 bool SgemmForceTierForTesting(const char* tier);
 
 }  // namespace oneinfer
