@@ -834,6 +834,49 @@ TEST(QdqFusionNpuOptions, EachSessionRoutesAsItsOptionsSay) {
   EXPECT_EQ(counters.fallback + counters.host_rows, 0);
 }
 
+// SessionOptions::qdq_trace is one session's switch, carried to the fusion pass (qdq_group,
+// qdq_fused) and to the fused kernel (qdq_colsum): of two sessions of one model, only the one that
+// asked writes to stderr; the sink gets both.
+TEST(QdqFusionTrace, StderrLinesComeFromTheSessionThatAsked) {
+  Case c;
+  c.x_shape = {4, 64};
+  c.N = 16;
+  c.zp_x = {-3};  // the epilogue reads the weight column sums: one qdq_colsum line per kernel
+  auto load = [&](bool trace) {
+    SessionOptions opts;
+    opts.num_threads = 1;
+    opts.qdq_trace = trace;
+    return SessionImpl::Create(std::move(Build(c).model), opts);
+  };
+  const Built b = Build(c);
+  Tensor x = Tensor::Empty(DType::kInt8, c.x_shape);
+  std::memcpy(x.raw_data(), b.x.data(), b.x.size());
+  std::vector<std::string> sunk;
+  QdqDebugSink prev = SetQdqDebugSink([&](std::string_view l) { sunk.emplace_back(l); });
+  ::testing::internal::CaptureStderr();
+  auto traced = load(true);
+  auto quiet = load(false);
+  const bool loaded = traced.ok() && quiet.ok();
+  const bool ran = loaded && (*traced)->Run({{"x_q", x}}, {}).ok() && (*quiet)->Run({{"x_q", x}}, {}).ok();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  SetQdqDebugSink(prev);
+  ASSERT_TRUE(ran);
+  auto count = [](const std::vector<std::string>& lines, std::string_view prefix) {
+    return std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  std::vector<std::string> err_lines;
+  for (std::string_view rest = err; !rest.empty();) {
+    const size_t nl = std::min(rest.find('\n'), rest.size());
+    err_lines.emplace_back(rest.substr(0, nl));
+    rest.remove_prefix(std::min(rest.size(), nl + 1));
+  }
+  for (std::string_view prefix : {"qdq_group node=", "qdq_fused count=1", "qdq_colsum k=64 n=16"}) {
+    EXPECT_EQ(count(err_lines, prefix), 1) << prefix << "\n" << err;
+    EXPECT_EQ(count(sunk, prefix), 2) << prefix;
+  }
+  EXPECT_EQ(err_lines.size(), 3u) << err;
+}
+
 // ---------------------------------------------------------------- QLinearMatMul, MatMulInteger
 
 // One node whose B is an initializer (fused kernel) or a graph input (reference kernel).
