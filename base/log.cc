@@ -3,28 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <utility>
 
 namespace oneinfer {
-
-LogLevel EffectiveLogLevel(LogLevel requested) {
-  const char* env = std::getenv("ONEINFER_LOG");
-  if (env == nullptr) return requested;
-  const std::string v(env);
-  if (v == "error") return LogLevel::kError;
-  if (v == "warning") return LogLevel::kWarning;
-  if (v == "info") return LogLevel::kInfo;
-  if (v == "verbose") return LogLevel::kVerbose;
-  return requested;  // an unknown value changes nothing
-}
-
-bool ProfileRequested() {
-  const char* env = std::getenv("ONEINFER_PROFILE");
-  return env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
-}
 
 const char* LogLevelName(LogLevel level) {
   switch (level) {
@@ -56,19 +38,7 @@ namespace {
 struct TraceState {
   std::mutex mu;
   LogSink sinks[kLogCategoryCount];
-  bool to_stderr[kLogCategoryCount] = {};
-  std::atomic<bool> enabled[kLogCategoryCount] = {};  // sink installed or stderr on: the hot-path check
-
-  TraceState() {
-    // Interim: the environment's switches until the tools translate them into options.
-    const char* vars[kLogCategoryCount] = {"ONEINFER_QDQ_DEBUG", "ONEINFER_NPU_TRACE"};
-    for (int i = 0; i < kLogCategoryCount; ++i) {
-      const char* v = std::getenv(vars[i]);
-      to_stderr[i] = v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-      enabled[i] = to_stderr[i];
-    }
-  }
-  void Refresh(int i) { enabled[i].store(to_stderr[i] || static_cast<bool>(sinks[i]), std::memory_order_relaxed); }
+  std::atomic<bool> has_sink[kLogCategoryCount] = {};  // the hot-path check
 };
 
 TraceState& State() {
@@ -76,15 +46,12 @@ TraceState& State() {
   return state;
 }
 
-void Emit(LogCategory c, std::string_view line, bool always_stderr) {
+void Emit(LogCategory c, std::string_view line, bool to_stderr) {
   TraceState& st = State();
-  const int i = static_cast<int>(c);
   LogSink sink;
-  bool to_stderr;
   {
     std::lock_guard<std::mutex> lock(st.mu);
-    sink = st.sinks[i];
-    to_stderr = always_stderr || st.to_stderr[i];
+    sink = st.sinks[static_cast<int>(c)];
   }
   if (sink) sink(line);
   if (to_stderr) {
@@ -101,23 +68,16 @@ LogSink SetLogSink(LogCategory c, LogSink sink) {
   const int i = static_cast<int>(c);
   std::lock_guard<std::mutex> lock(st.mu);
   LogSink prev = std::exchange(st.sinks[i], std::move(sink));
-  st.Refresh(i);
+  st.has_sink[i].store(static_cast<bool>(st.sinks[i]), std::memory_order_relaxed);
   return prev;
 }
 
-bool SetTraceToStderr(LogCategory c, bool on) {
-  TraceState& st = State();
-  const int i = static_cast<int>(c);
-  std::lock_guard<std::mutex> lock(st.mu);
-  const bool prev = std::exchange(st.to_stderr[i], on);
-  st.Refresh(i);
-  return prev;
+bool TraceEnabled(LogCategory c, bool to_stderr) {
+  return to_stderr || State().has_sink[static_cast<int>(c)].load(std::memory_order_relaxed);
 }
 
-bool TraceEnabled(LogCategory c) { return State().enabled[static_cast<int>(c)].load(std::memory_order_relaxed); }
-
-void Trace(LogCategory c, std::string_view line) {
-  if (TraceEnabled(c)) Emit(c, line, false);
+void Trace(LogCategory c, std::string_view line, bool to_stderr) {
+  if (TraceEnabled(c, to_stderr)) Emit(c, line, to_stderr);
 }
 
 void Notice(LogCategory c, std::string_view line) { Emit(c, line, true); }

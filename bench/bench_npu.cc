@@ -157,8 +157,8 @@ void Qwen3Shapes(benchmark::internal::Benchmark* b) {
 }
 
 // args: M, K, N, route. The A8W8 MatMul (float in, float out) with the router in four states:
-// 0 = no router (the weight made without one), 1 = a router without designs (what a session
-// gets with ONEINFER_NPU_DESIGNS unset: not consulted), 2 = a router with a design for another
+// 0 = no router (the weight made without one: what a session's kernels get when
+// SessionOptions::npu names no design), 1 = a router without designs (not consulted), 2 = a router with a design for another
 // shape only (consulted, host GEMM, npu_qdq_fallback / host_rows accounting), 3 = an emulated
 // design for this shape (the device at M >= 16). 0 vs 1 is the router's cost on the host-only
 // path; 1 vs 2 is the cost of consulting it.

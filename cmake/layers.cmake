@@ -8,10 +8,10 @@
 set(ONEINFER_LAYER_USES_base   "")
 set(ONEINFER_LAYER_USES_graph  base)
 set(ONEINFER_LAYER_USES_npu    base)
-# ops reaches the NPU leg only through the offload interface the session hands to kernels.
-# TEMPORARY (issue 11, in progress): ops -> npu and quant -> npu until base/ holds that interface.
-set(ONEINFER_LAYER_USES_ops    base graph quant npu)
-set(ONEINFER_LAYER_USES_quant  base npu)
+# ops reaches the NPU leg only through the offload interface the session hands to kernels
+# (base/gemm_offload.h).
+set(ONEINFER_LAYER_USES_ops    base graph quant)
+set(ONEINFER_LAYER_USES_quant  base)
 set(ONEINFER_LAYER_USES_engine base graph quant npu ops engine_api)
 set(ONEINFER_LAYER_USES_llm    base engine_api llm_api)
 

@@ -30,14 +30,31 @@ IOInfo MakeIOInfo(const ValueInfo& v, bool has_default) {
 // Outputs of small constant subgraphs (shape arithmetic) are folded; big ones stay as work.
 constexpr size_t kMaxFoldedBytes = size_t{1} << 20;
 
+// SessionOptions::npu as the router takes it; zero sizes and times keep the defaults.
+npu::RouterConfig RouterConfigFrom(const NpuOptions& o) {
+  npu::RouterConfig c;
+  c.designs = o.designs;
+  c.backend = o.emulate ? npu::Backend::kEmulated : npu::Backend::kXrt;
+  if (o.weight_cache_mb > 0) c.weight_cache_bytes = o.weight_cache_mb << 20;
+  if (o.wait_timeout_ms > 0) c.wait_timeout_ms = o.wait_timeout_ms;
+  c.trace = o.trace;
+  return c;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr<Model> model,
                                                                  const SessionOptions& options) {
   std::unique_ptr<SessionImpl> s(new SessionImpl());
   s->config_.options = options;
-  const LogLevel level = s->config_.options.log_level = EffectiveLogLevel(options.log_level);
+  const LogLevel level = options.log_level;
   s->config_.kernels.matmul = options.matmul;
+  s->config_.kernels.qdq_trace = options.qdq_trace;
+  // This session's router; kernels see it only when it has a usable design.
+  if (!options.npu.designs.empty()) {
+    s->npu_router_ = std::make_unique<npu::Router>(RouterConfigFrom(options.npu));
+    if (s->npu_router_->configured()) s->config_.kernels.int8_offload = s->npu_router_.get();
+  }
   int threads = options.num_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
@@ -51,12 +68,12 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   if (!st.ok()) return st;
   if (options.qdq_fusion && QdqFusionEnabledByEnv()) {
     QdqFusionReport report;
-    FuseQdqMatMul(g, QdqKernelLimits{PackedWeightsS8::kMaxK}, &report);
+    FuseQdqMatMul(g, QdqKernelLimits{PackedWeightsS8::kMaxK}, &report, options.qdq_trace);
     s->qdq_fusion_.fused_groups = report.fused;
     s->qdq_fusion_.forms = report.forms;
     s->qdq_fusion_.refused = report.refused;
-  } else if (QdqDebugEnabled()) {
-    QdqDebug("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)");
+  } else if (QdqDebugEnabled(options.qdq_trace)) {
+    QdqDebug("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)", options.qdq_trace);
   }
   FuseRMSNorm(g);
   if (WeightDequantFusionEnabled()) {
@@ -118,7 +135,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   auto plan = ExecutionPlan::Build(s->graph_, res, {});
   if (!plan.ok()) return plan.status();
   s->plan_ = std::move(*plan);
-  s->plan_->set_profile(level == LogLevel::kVerbose || ProfileRequested());
+  s->plan_->set_profile(level == LogLevel::kVerbose || options.profile);
   if (options.prepare_weights) {
     if (absl::Status prepared = s->plan_->PrepareWeights(); !prepared.ok()) return prepared;
   }

@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "base/value.h"
 #include "graph/onnx_loader.h"
+#include "npu/router.h"
 #include "oneinfer/session.h"
 
 namespace oneinfer {
@@ -28,6 +29,8 @@ class SessionImpl {
   const Allocator& allocator() const { return *allocator_; }
   int folded_nodes() const { return folded_; }
   const QdqFusionSummary& qdq_fusion() const { return qdq_fusion_; }
+  // The NPU router built from SessionOptions::npu; null when npu.designs is empty.
+  npu::Router* npu_router() const { return npu_router_.get(); }
 
   // Runs with values (tensors, sequences, optionals) fed by name; outputs in graph order.
   absl::StatusOr<std::vector<Value>> RunValues(const std::vector<std::pair<std::string, Value>>& feeds) const;
@@ -42,6 +45,8 @@ class SessionImpl {
   SessionConfig config_;
   std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
+  // Declared before plan_ so it outlives the kernels that hold it (config_.kernels.int8_offload).
+  std::unique_ptr<npu::Router> npu_router_;
   std::unique_ptr<ExecutionPlan> plan_;
   std::vector<IOInfo> inputs_;
   std::vector<IOInfo> outputs_;

@@ -1,6 +1,7 @@
 // The design table: which compiled design serves which GEMM shape.
 //
-// ONEINFER_NPU_DESIGNS="MxKxN=path.xclbin:path.insts,MxKxN=...": one entry per design, split at
+// SessionOptions::npu.designs (ONEINFER_NPU_DESIGNS on the command line) =
+// "MxKxN=path.xclbin:path.insts,MxKxN=...": one entry per design, split at
 // the first '=' and at the last ':' (so an instruction path must not contain ':'). Malformed
 // entries are reported one by one and skipped; the others still load.
 #pragma once

@@ -94,9 +94,13 @@ class Device {
 // True when this build has the XRT backend (ONEINFER_HAVE_XRT).
 bool XrtCompiledIn();
 
-// Opens XRT device 0. kUnavailable when XRT is not compiled in or no device opens (XILINX_XRT
-// unset, no device 0, driver missing): the caller then runs on the host. Never throws.
-absl::StatusOr<std::unique_ptr<Device>> OpenXrtDevice();
+// How long a device run may take before it is reported and the host runs the call instead.
+inline constexpr int64_t kDefaultWaitTimeoutMs = 10000;
+
+// Opens XRT device 0, whose runs wait at most wait_timeout_ms (<= 0: the default). kUnavailable
+// when XRT is not compiled in or no device opens (XILINX_XRT unset, no device 0, driver
+// missing): the caller then runs on the host. Never throws.
+absl::StatusOr<std::unique_ptr<Device>> OpenXrtDevice(int64_t wait_timeout_ms = kDefaultWaitTimeoutMs);
 
 // A device that computes int8 x int8 -> int32 over the padded M on the host, with device-side
 // copies of every buffer so a missing flush or readback shows up as wrong numbers.

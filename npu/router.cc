@@ -1,11 +1,7 @@
 #include "npu/router.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "npu/design_table.h"
 #include "npu/trace.h"
@@ -15,41 +11,20 @@ namespace {
 
 std::string ShapeName(const GemmShape& s) { return absl::StrCat(s.m, "x", s.k, "x", s.n); }
 
-bool EnvFlag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
-
-Router::DeviceOpener OpenerFor(Backend backend) {
-  if (backend == Backend::kEmulated) {
+Router::DeviceOpener OpenerFor(const RouterConfig& config) {
+  if (config.backend == Backend::kEmulated) {
     return [] { return absl::StatusOr<std::unique_ptr<Device>>(MakeEmulatedDevice()); };
   }
-  return [] { return OpenXrtDevice(); };
+  return [ms = config.wait_timeout_ms] { return OpenXrtDevice(ms); };
 }
 
 }  // namespace
 
-RouterConfig RouterConfig::FromEnvironment() {
-  RouterConfig config;
-  if (const char* d = std::getenv("ONEINFER_NPU_DESIGNS")) config.designs = d;
-  if (EnvFlag("ONEINFER_NPU_EMULATE")) config.backend = Backend::kEmulated;
-  if (const char* mb = std::getenv("ONEINFER_NPU_WEIGHT_CACHE_MB")) {
-    int64_t v = 0;
-    if (absl::SimpleAtoi(mb, &v) && v > 0) {
-      config.weight_cache_bytes = static_cast<size_t>(v) << 20;
-    } else {
-      Notice(absl::StrCat("npu: ONEINFER_NPU_WEIGHT_CACHE_MB='", mb,
-                          "' is not a positive integer; keeping the default"));
-    }
-  }
-  return config;
-}
-
 Router::Router(const RouterConfig& config)
-    : Router(config.designs, OpenerFor(config.backend), config.weight_cache_bytes) {}
+    : Router(config.designs, OpenerFor(config), config.weight_cache_bytes, config.trace) {}
 
-Router::Router(std::string_view designs, DeviceOpener opener, size_t weight_cache_bytes)
-    : opener_(std::move(opener)), weight_cache_bytes_(weight_cache_bytes) {
+Router::Router(std::string_view designs, DeviceOpener opener, size_t weight_cache_bytes, bool trace)
+    : opener_(std::move(opener)), weight_cache_bytes_(weight_cache_bytes), trace_(trace) {
   DesignTableParse table = ParseDesignTable(absl::string_view(designs.data(), designs.size()));
   for (std::string& e : table.errors) {
     config_errors_.push_back(absl::StrCat(e, "; that entry is ignored"));
@@ -148,9 +123,9 @@ absl::Status Router::RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a,
   }
 
   if (M < kDeviceMinRows) {
-    if (TraceEnabled()) {
-      Trace(absl::StrCat("npu_qdq_host_rows m=", M, " k=", K, " n=", N,
-                         " min=", kDeviceMinRows));
+    if (TraceEnabled(trace_)) {
+      Trace(absl::StrCat("npu_qdq_host_rows m=", M, " k=", K, " n=", N, " min=", kDeviceMinRows),
+            trace_);
     }
     host(M, K, N, a, w, c);
     std::lock_guard<std::mutex> lock(mu_);
@@ -164,9 +139,10 @@ absl::Status Router::RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a,
     Sections s;
     absl::Status st = design->Run(a, M, K, N, w, c, &s);
     if (st.ok()) {
-      if (TraceEnabled()) {
+      if (TraceEnabled(trace_)) {
         Trace(absl::StrCat("npu_qdq_device m=", M, " k=", K, " n=", N,
-                           " design=", ShapeName(design->spec().shape), " ", s.ToString()));
+                           " design=", ShapeName(design->spec().shape), " ", s.ToString()),
+              trace_);
       }
       if (call != nullptr) *call += s;
       std::lock_guard<std::mutex> lock(mu_);
@@ -177,11 +153,20 @@ absl::Status Router::RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a,
     MarkBroken(design, st);
   }
 
-  if (TraceEnabled()) Trace(absl::StrCat("npu_qdq_fallback m=", M, " k=", K, " n=", N));
+  if (TraceEnabled(trace_)) Trace(absl::StrCat("npu_qdq_fallback m=", M, " k=", K, " n=", N), trace_);
   host(M, K, N, a, w, c);
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_.fallback;
   return absl::OkStatus();
+}
+
+absl::Status Router::RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a,
+                               const int8_t* w, int32_t* c, const HostGemmFn& host,
+                               bool* offloaded) {
+  Sections call;
+  absl::Status st = RunGemmS8(M, K, N, a, w, c, host, &call);
+  if (offloaded != nullptr) *offloaded = st.ok() && call.calls > 0;
+  return st;
 }
 
 void Router::AddEpilogueNs(int64_t ns) {
@@ -213,26 +198,6 @@ RouterCounters Router::counters() const {
 void Router::ResetCounters() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_ = RouterCounters{};
-}
-
-namespace {
-std::atomic<Router*> g_router_override{nullptr};
-}  // namespace
-
-Router& GlobalRouter() {
-  if (Router* r = g_router_override.load(std::memory_order_acquire)) return *r;
-  // Never destroyed: device state must not be torn down during static destruction.
-  static Router* const router = new Router(RouterConfig::FromEnvironment());
-  return *router;
-}
-
-Router* SetGlobalRouterForTesting(Router* router) {
-  return g_router_override.exchange(router, std::memory_order_acq_rel);
-}
-
-absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a, const int8_t* w,
-                       int32_t* c, const HostGemmFn& host) {
-  return GlobalRouter().RunGemmS8(M, K, N, a, w, c, host);
 }
 
 }  // namespace oneinfer::npu

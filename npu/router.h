@@ -10,6 +10,9 @@
 // So "the device ran this call" is "neither npu_qdq_host_rows nor npu_qdq_fallback was written".
 // A device that cannot be opened, a design that cannot load and a failed launch never fail the
 // call: they are reported once as a notice and the host kernel runs instead.
+//
+// The session builds one router from SessionOptions::npu, owns it, and hands it to kernels as
+// their Int8GemmOffload (base/gemm_offload.h); two sessions never share one.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/gemm_offload.h"
 #include "npu/design.h"
 #include "npu/device.h"
 
@@ -32,17 +36,17 @@ inline constexpr int64_t kDeviceMinRows = 16;
 
 // The host int8 GEMM the router calls when the device does not run:
 // c (M x N int32, row-major) = a (M x K int8, row-major) * w (K x N int8, row-major).
-using HostGemmFn = std::function<void(int64_t M, int64_t K, int64_t N, const int8_t* a,
-                                      const int8_t* w, int32_t* c)>;
+using HostGemmFn = HostGemmS8Fn;
 
 enum class Backend { kXrt, kEmulated };
 
+// SessionOptions::npu, as the router takes it.
 struct RouterConfig {
-  std::string designs;                 // ONEINFER_NPU_DESIGNS
-  Backend backend = Backend::kXrt;     // kEmulated with ONEINFER_NPU_EMULATE=1
-  size_t weight_cache_bytes = size_t{2048} << 20;  // ONEINFER_NPU_WEIGHT_CACHE_MB, per design
-
-  static RouterConfig FromEnvironment();
+  std::string designs;              // the design table (docs/npu.md)
+  Backend backend = Backend::kXrt;  // kEmulated: the in-process emulated device
+  size_t weight_cache_bytes = size_t{2048} << 20;  // per design
+  int64_t wait_timeout_ms = kDefaultWaitTimeoutMs;  // XRT: how long one run may take
+  bool trace = false;               // routing trace lines on stderr (the sink gets them anyway)
 };
 
 // Where calls went and what the device calls cost.
@@ -53,15 +57,15 @@ struct RouterCounters {
   Sections sections;      // the device calls' sections (epilogue as reported by callers)
 };
 
-class Router {
+class Router final : public Int8GemmOffload {
  public:
   using DeviceOpener = std::function<absl::StatusOr<std::unique_ptr<Device>>()>;
 
   explicit Router(const RouterConfig& config);
   // For tests and benchmarks: an explicit device (opened on first need).
   Router(std::string_view designs, DeviceOpener opener,
-         size_t weight_cache_bytes = size_t{2048} << 20);
-  ~Router();
+         size_t weight_cache_bytes = size_t{2048} << 20, bool trace = false);
+  ~Router() override;
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
@@ -73,23 +77,27 @@ class Router {
   // (optional) receives this call's device sections (calls > 0 when the device ran it).
   absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a, const int8_t* w,
                          int32_t* c, const HostGemmFn& host, Sections* call = nullptr);
+  // The same for kernels (Int8GemmOffload): *offloaded says whether the device ran it.
+  absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a, const int8_t* w,
+                         int32_t* c, const HostGemmFn& host, bool* offloaded) override;
 
   // The caller's int32 -> output epilogue time for a device call, for the sections.
-  void AddEpilogueNs(int64_t ns);
+  void AddEpilogueNs(int64_t ns) override;
 
   // True when a design for (K, N) is configured and not known to be broken. It does not open
   // the device: before the first device call it is the table's answer, and it turns false once
   // the device is found absent or the design fails. PrepareDesign gives the definitive answer.
-  bool HasDesign(int64_t K, int64_t N) const;
+  bool HasDesign(int64_t K, int64_t N) const override;
   // Opens the device and loads a design for (K, N) if that has not happened yet; true when
   // calls of (K, N) with kDeviceMinRows rows or more will run on the device. Callers use it at
   // load to decide whether to keep a row-major int8 copy of a weight; false (and nothing
   // opened) when no design for (K, N) is configured.
-  bool PrepareDesign(int64_t K, int64_t N);
+  bool PrepareDesign(int64_t K, int64_t N) override;
   // True when the table has at least one usable entry. Fixed at construction: a router without
   // one sends every call to the host, so callers may skip it on their hot path.
-  bool configured() const { return !entries_.empty(); }
-  void ForgetWeight(const int8_t* w);
+  bool configured() const override { return !entries_.empty(); }
+  int64_t min_offload_rows() const override { return kDeviceMinRows; }
+  void ForgetWeight(const int8_t* w) override;
   // Weight images resident on the device, over every loaded design.
   size_t cached_weights() const;
 
@@ -112,6 +120,7 @@ class Router {
 
   DeviceOpener opener_;
   size_t weight_cache_bytes_;
+  bool trace_;  // routing lines on stderr
   std::vector<std::string> config_errors_;
 
   mutable std::mutex mu_;  // device state, entries, counters
@@ -120,17 +129,5 @@ class Router {
   std::vector<Entry> entries_;
   RouterCounters counters_;
 };
-
-// The process-wide router, configured from the environment on first use.
-Router& GlobalRouter();
-
-// Tests: makes GlobalRouter() return `router` (not owned; it must outlive every session prepared
-// while it was installed) and returns the previous override; nullptr restores the environment's.
-Router* SetGlobalRouterForTesting(Router* router);
-
-// GlobalRouter().RunGemmS8(...): the entry point for the fused QDQ node and the A8W8 MatMul.
-absl::Status RunGemmS8(int64_t M, int64_t K, int64_t N, const int8_t* a /*M x K*/,
-                       const int8_t* w /*K x N, weight identity = pointer*/,
-                       int32_t* c /*M x N*/, const HostGemmFn& host);
 
 }  // namespace oneinfer::npu

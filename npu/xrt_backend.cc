@@ -11,7 +11,6 @@
 #ifdef ONEINFER_HAVE_XRT
 
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,17 +58,6 @@ namespace {
 constexpr int kArgInstr = 1, kArgA = 3, kArgB = 4, kArgC = 5;  // MLIR_AIE kernel arguments
 constexpr unsigned kOpcode = 3;                                // "run the instruction stream"
 
-// A run that does not complete within this many ms is reported, not waited on forever.
-int64_t WaitTimeoutMs() {
-  const char* v = std::getenv("ONEINFER_NPU_WAIT_TIMEOUT_MS");
-  if (v != nullptr) {
-    char* end = nullptr;
-    long long ms = std::strtoll(v, &end, 10);
-    if (end != v && ms > 0) return ms;
-  }
-  return 10000;
-}
-
 template <typename Fn>
 absl::Status Guard(const std::string& what, Fn&& fn) {
   try {
@@ -113,14 +101,15 @@ class XrtKernel final : public DeviceKernel {
 #if ONEINFER_XRT_HW_CONTEXT
             xrt::hw_context context,
 #endif
-            xrt::kernel kernel, std::string name)
+            xrt::kernel kernel, std::string name, int64_t wait_timeout_ms)
       : device_(std::move(device)),
         xclbin_(std::move(xclbin)),
 #if ONEINFER_XRT_HW_CONTEXT
         context_(std::move(context)),
 #endif
         kernel_(std::move(kernel)),
-        name_(std::move(name)) {
+        name_(std::move(name)),
+        wait_timeout_ms_(wait_timeout_ms) {
   }
 
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(BufferRole role,
@@ -164,7 +153,7 @@ class XrtKernel final : public DeviceKernel {
   absl::Status Wait() override {
     if (!run_) return absl::FailedPreconditionError("XRT: wait without a launch");
     absl::Status st = Guard(absl::StrCat("waiting for ", name_), [&] {
-      auto state = run_->wait(std::chrono::milliseconds(WaitTimeoutMs()));
+      auto state = run_->wait(std::chrono::milliseconds(wait_timeout_ms_));
       if (state != ERT_CMD_STATE_COMPLETED) {
         return absl::InternalError(absl::StrCat("XRT: run of ", name_,
                                                 " ended in state ", static_cast<int>(state),
@@ -185,12 +174,14 @@ class XrtKernel final : public DeviceKernel {
 #endif
   xrt::kernel kernel_;
   std::string name_;
+  int64_t wait_timeout_ms_;  // a run that takes longer is reported, not waited on forever
   std::optional<xrt::run> run_;
 };
 
 class XrtDevice final : public Device {
  public:
-  explicit XrtDevice(std::shared_ptr<xrt::device> device) : device_(std::move(device)) {}
+  XrtDevice(std::shared_ptr<xrt::device> device, int64_t wait_timeout_ms)
+      : device_(std::move(device)), wait_timeout_ms_(wait_timeout_ms) {}
 
   std::string_view name() const override { return "xrt"; }
 
@@ -216,7 +207,7 @@ class XrtDevice final : public Device {
       xrt::hw_context context(*device_, xclbin.get_uuid());
       xrt::kernel kernel(context, kernel_name);
       out = std::make_unique<XrtKernel>(device_, std::move(xclbin), std::move(context),
-                                        std::move(kernel), kernel_name);
+                                        std::move(kernel), kernel_name, wait_timeout_ms_);
 #else
       // load_xclbin replaces whatever was loaded: with this XRT one design per process is
       // reliable (enough for the noop shim; NPU hardware needs the hw_context path anyway).
@@ -227,7 +218,7 @@ class XrtDevice final : public Device {
       auto uuid = device_->load_xclbin(xclbin);
       xrt::kernel kernel(*device_, uuid, kernel_name);
       out = std::make_unique<XrtKernel>(device_, std::move(xclbin), std::move(kernel),
-                                        kernel_name);
+                                        kernel_name, wait_timeout_ms_);
 #endif
       return absl::OkStatus();
     });
@@ -238,6 +229,7 @@ class XrtDevice final : public Device {
  private:
   std::shared_ptr<xrt::device> device_;
   std::mutex mu_;
+  int64_t wait_timeout_ms_;
   int loaded_ = 0;
 };
 
@@ -245,10 +237,11 @@ class XrtDevice final : public Device {
 
 bool XrtCompiledIn() { return true; }
 
-absl::StatusOr<std::unique_ptr<Device>> OpenXrtDevice() {
+absl::StatusOr<std::unique_ptr<Device>> OpenXrtDevice(int64_t wait_timeout_ms) {
+  if (wait_timeout_ms <= 0) wait_timeout_ms = kDefaultWaitTimeoutMs;
   try {
     auto device = std::make_shared<xrt::device>(0u);
-    return std::unique_ptr<Device>(std::make_unique<XrtDevice>(std::move(device)));
+    return std::unique_ptr<Device>(std::make_unique<XrtDevice>(std::move(device), wait_timeout_ms));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("XRT cannot open device 0: ", e.what()));
   } catch (...) {
@@ -264,7 +257,7 @@ namespace oneinfer::npu {
 
 bool XrtCompiledIn() { return false; }
 
-absl::StatusOr<std::unique_ptr<Device>> OpenXrtDevice() {
+absl::StatusOr<std::unique_ptr<Device>> OpenXrtDevice(int64_t /*wait_timeout_ms*/) {
   return absl::UnavailableError("this build has no XRT (libxrt-dev was not found)");
 }
 

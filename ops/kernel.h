@@ -23,6 +23,7 @@
 namespace oneinfer {
 
 class Allocator;
+class Int8GemmOffload;
 class ThreadPool;
 class OpContext;
 
@@ -30,6 +31,11 @@ class OpContext;
 // SessionOptions; kernels never see the options themselves).
 struct KernelConfig {
   MatMulPrecision matmul = MatMulPrecision::kFloat32;
+  // Where int8 GEMMs may leave the host: the session's NPU router, owned by the session and alive
+  // as long as its kernels. Null when SessionOptions::npu configures no design (host only).
+  Int8GemmOffload* int8_offload = nullptr;
+  // The fused QDQ kernels' trace lines on stderr (SessionOptions::qdq_trace).
+  bool qdq_trace = false;
 };
 
 // Runs a compiled subgraph (If/Loop/Scan bodies). Names the subgraph reads from enclosing

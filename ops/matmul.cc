@@ -15,7 +15,7 @@
 #include "base/mapped_file.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/matmul.h"
-#include "npu/router.h"
+#include "base/gemm_offload.h"
 #include "quant/dynamic_a8w8.h"
 #include "ops/op_util.h"
 
@@ -133,10 +133,11 @@ absl::Status MatMulCompute(OpContext& ctx) {
 template <typename Weights>
 class ConstantWeightMatMulKernel : public OpKernel {
  public:
-  using Prepare = Weights (*)(const float* b, int64_t K, int64_t N, ThreadPool* pool);
+  // A std::function: the A8W8 preparation carries the session's offload.
+  using Prepare = std::function<Weights(const float* b, int64_t K, int64_t N, ThreadPool* pool)>;
   using Multiply = void (*)(int64_t rows, const float* a, const Weights& w, float* y, ThreadPool* pool);
   ConstantWeightMatMulKernel(Tensor b, Prepare prepare, Multiply multiply)
-      : b_(std::move(b)), prepare_(prepare), multiply_(multiply) {}
+      : b_(std::move(b)), prepare_(std::move(prepare)), multiply_(multiply) {}
 
   absl::Status PrepareWeights(ThreadPool* pool) const override {
     std::call_once(prepared_once_, [&] {
@@ -182,13 +183,13 @@ std::unique_ptr<OpKernel> MakePackedFloatMatMul(const Tensor& b) {
 }
 
 // Dynamic A8W8: B quantised per column once, activations per row each run, int8 x int8 -> int32
-// through the NPU router (npu/router.h): the device when a design serves (K, N) and the call has
-// enough rows, else the packed host GEMM.
-std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b) {
+// through the session's offload (KernelConfig::int8_offload) when it has one, which decides what
+// leaves the host; else the packed host GEMM.
+std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b, Int8GemmOffload* offload) {
   return std::make_unique<ConstantWeightMatMulKernel<A8W8Weights>>(
       b,
-      [](const float* w, int64_t K, int64_t N, ThreadPool*) {
-        return A8W8Weights::FromFloat(w, K, N, &npu::GlobalRouter());
+      [offload](const float* w, int64_t K, int64_t N, ThreadPool*) {
+        return A8W8Weights::FromFloat(w, K, N, offload);
       },
       [](int64_t rows, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
         MatMulA8W8(rows, a, w, y, pool);
@@ -210,7 +211,7 @@ namespace {
 absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) {
   const Tensor* b = init.ConstantInput(1);
   switch (BindMatMul(b, init.config().matmul)) {
-    case MatMulBinding::kInt8A8W8: return MakeA8W8MatMul(*b);
+    case MatMulBinding::kInt8A8W8: return MakeA8W8MatMul(*b, init.config().int8_offload);
     case MatMulBinding::kFloatPacked: return MakePackedFloatMatMul(*b);
     case MatMulBinding::kGeneric: break;
   }

@@ -7,9 +7,9 @@
 //
 // Rows run in blocks so the int32 products never need more than one block of scratch (from the
 // session's allocator, so it counts in peak_intermediate_bytes). int8 activations with int8
-// weights go through the NPU router when it has designs (host below 16 rows or without a design
-// for the shape); uint8 weights go through it without a device operand (always the host);
-// uint8 activations never do (the device contract is int8 x int8).
+// weights go through the session's offload (KernelConfig::int8_offload, the NPU router) when it
+// has one, which decides what leaves the host; uint8 weights go through it without a device
+// operand (always the host); uint8 activations never do (the device contract is int8 x int8).
 #include "ops/qdq_matmul.h"
 
 #include <atomic>
@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
+#include "base/gemm_offload.h"
 #include "base/mapped_file.h"
-#include "npu/router.h"
 #include "ops/op_util.h"
 #include "quant/qdq_gemm.h"
 
@@ -27,11 +27,10 @@ namespace oneinfer {
 
 namespace {
 
-// The process-wide router (tests install theirs with npu::SetGlobalRouterForTesting).
-npu::Router& ActiveRouter() { return npu::GlobalRouter(); }
-
 // Scratch budget for one block of int32 products (rows x N).
 constexpr int64_t kBlockScratchBytes = int64_t{256} << 10;
+// At least this many rows per block, so a 32-token prefill streams each weight once, whatever N.
+constexpr int64_t kMinBlockRows = 32;
 // Rows per block when a device design serves the shape: fewer, longer launches.
 constexpr int64_t kDeviceBlockRows = 256;
 // The most K for which |sum_k (a - za)(b - zb)| < 2^31: MatMulInteger and QLinearMatMul then need
@@ -55,13 +54,15 @@ bool ScalarOrVector(const Tensor& t) { return Scalar(t) || t.rank() == 1; }
 
 class QdqMatMulKernel : public OpKernel {
  public:
-  QdqMatMulKernel(std::unique_ptr<QdqGemm> gemm, Tensor w, bool runtime_zp_x)
-      : gemm_(std::move(gemm)), w_(std::move(w)), runtime_zp_x_(runtime_zp_x) {}
+  // offload: the session's (null: host only); it outlives this kernel.
+  QdqMatMulKernel(std::unique_ptr<QdqGemm> gemm, Tensor w, bool runtime_zp_x, Int8GemmOffload* offload)
+      : gemm_(std::move(gemm)), w_(std::move(w)), runtime_zp_x_(runtime_zp_x),
+        offload_(offload != nullptr && offload->configured() ? offload : nullptr) {}
 
   ~QdqMatMulKernel() override {
-    // The router caches device images by weight pointer; this weight goes away with the session.
+    // The offload caches device images by weight pointer; this weight goes away with the session.
     if (routed_.load(std::memory_order_relaxed) && gemm_->weight_s8() != nullptr) {
-      ActiveRouter().ForgetWeight(gemm_->weight_s8());
+      offload_->ForgetWeight(gemm_->weight_s8());
     }
   }
 
@@ -70,8 +71,8 @@ class QdqMatMulKernel : public OpKernel {
       gemm_->Prepare();
       // The packed copy serves the host; the graph's own row-major weight stays resident only
       // when the device will take this shape (it is the device's upload source).
-      npu::Router& router = ActiveRouter();
-      const bool device = gemm_->weight_s8() != nullptr && router.configured() && router.PrepareDesign(gemm_->K(), gemm_->N());
+      const bool device =
+          gemm_->weight_s8() != nullptr && offload_ != nullptr && offload_->PrepareDesign(gemm_->K(), gemm_->N());
       if (!device) ReleaseMappedPages(w_);
     });
     return absl::OkStatus();
@@ -126,34 +127,30 @@ class QdqMatMulKernel : public OpKernel {
     if (rows == 0) return absl::OkStatus();
     PrepareWeights(nullptr).IgnoreError();  // a no-op after the session's load-time call
 
-    // int8 x int8 goes through the router when it has designs (a router without any is not
-    // consulted: no lock, no trace line); uint8 weights pass no device operand (host, traced).
-    npu::Router* router = nullptr;
-    if (!a_unsigned) {
-      npu::Router& r = ActiveRouter();
-      if (r.configured()) router = &r;
-    }
-    // At least 32 rows so a 32-token prefill streams each weight once, whatever N.
-    int64_t block = std::max<int64_t>(2 * npu::kDeviceMinRows, kBlockScratchBytes / (4 * p.N) / 16 * 16);
-    if (router != nullptr && router->HasDesign(p.K, p.N)) block = std::max(block, kDeviceBlockRows);
-    // A tail shorter than the device threshold joins the block before it.
-    const int64_t max_block = std::min(rows, block + npu::kDeviceMinRows - 1);
+    // int8 x int8 goes through the offload when the session has one (none: no lock, no trace
+    // line); uint8 weights pass no device operand (host, traced).
+    Int8GemmOffload* offload = a_unsigned ? nullptr : offload_;
+    int64_t block = std::max<int64_t>(kMinBlockRows, kBlockScratchBytes / (4 * p.N) / 16 * 16);
+    if (offload != nullptr && offload->HasDesign(p.K, p.N)) block = std::max(block, kDeviceBlockRows);
+    // A tail too short to leave the host joins the block before it.
+    const int64_t min_tail = offload != nullptr ? offload->min_offload_rows() : 1;
+    const int64_t max_block = std::min(rows, block + min_tail - 1);
     Tensor scratch = ctx.AllocateTemp(DType::kInt32, {max_block, p.N}, /*zero=*/false);
     int32_t* c = scratch.data<int32_t>();
     const size_t esize = DTypeSize(x.dtype()), ysize = DTypeSize(out_type);
     ThreadPool* pool = ctx.thread_pool();
     for (int64_t r0 = 0; r0 < rows;) {
       int64_t len = std::min(block, rows - r0);
-      if (rows - r0 - len < npu::kDeviceMinRows) len = rows - r0;
+      if (rows - r0 - len < min_tail) len = rows - r0;
       const char* a = static_cast<const char*>(x.raw_data()) + static_cast<size_t>(r0 * p.K) * esize;
-      npu::Sections call;
-      if (router != nullptr) {
+      bool offloaded = false;
+      if (offload != nullptr) {
         routed_.store(true, std::memory_order_relaxed);
         auto host = [&](int64_t m, int64_t, int64_t, const int8_t* am, const int8_t*, int32_t* cm) {
           gemm_->HostProducts(m, am, false, cm, pool);
         };
-        absl::Status st = router->RunGemmS8(len, p.K, p.N, reinterpret_cast<const int8_t*>(a), gemm_->weight_s8(), c,
-                                            host, &call);
+        absl::Status st = offload->RunGemmS8(len, p.K, p.N, reinterpret_cast<const int8_t*>(a), gemm_->weight_s8(), c,
+                                             host, &offloaded);
         if (!st.ok()) return InvalidArgument(ctx, st.message());  // only for invalid arguments
       } else {
         gemm_->HostProducts(len, a, a_unsigned, c, pool);
@@ -161,8 +158,8 @@ class QdqMatMulKernel : public OpKernel {
       const auto t0 = std::chrono::steady_clock::now();
       gemm_->Epilogue(len, r0, a, a_unsigned, c, static_cast<char*>(y.raw_data()) + static_cast<size_t>(r0 * p.N) * ysize,
                       pool, runtime_zp_x_ ? zp_x.data() : nullptr, zp_x.size());
-      if (call.calls > 0) {
-        router->AddEpilogueNs(
+      if (offloaded) {
+        offload->AddEpilogueNs(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
       }
       r0 += len;
@@ -172,8 +169,9 @@ class QdqMatMulKernel : public OpKernel {
 
  private:
   std::unique_ptr<QdqGemm> gemm_;
-  Tensor w_;  // keeps the weight the gemm (and the router's identity) points at alive
+  Tensor w_;  // keeps the weight the gemm (and the offload's identity) points at alive
   bool runtime_zp_x_;
+  Int8GemmOffload* offload_;  // null when the session has none with designs
   mutable std::atomic<bool> routed_{false};
   mutable std::once_flag released_once_;
 };
@@ -197,10 +195,11 @@ bool ConstZeroPoint(const KernelInit& init, size_t i, DType type, size_t count, 
   return true;
 }
 
-std::unique_ptr<OpKernel> Finish(QdqGemmParams p, const Tensor& w, bool runtime_zp_x) {
+std::unique_ptr<OpKernel> Finish(const KernelInit& init, QdqGemmParams p, const Tensor& w, bool runtime_zp_x) {
+  p.trace = init.config().qdq_trace;
   auto gemm = QdqGemm::Create(std::move(p));
   if (!gemm.ok()) return nullptr;
-  return std::make_unique<QdqMatMulKernel>(std::move(*gemm), w, runtime_zp_x);
+  return std::make_unique<QdqMatMulKernel>(std::move(*gemm), w, runtime_zp_x, init.config().int8_offload);
 }
 
 // The activation type of input 0 when the graph declares it, else kUndefined.
@@ -234,9 +233,11 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeQdqMatMul(const KernelInit& init) 
          ConstZeroPoint(init, 7, p.out == QdqOut::kUInt8 ? DType::kUInt8 : DType::kInt8, p.s_y.size(), &p.zp_y);
   }
   if (!ok) return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": scales and zero points must be constants of matching shapes and types"));
+  p.trace = init.config().qdq_trace;
   auto gemm = QdqGemm::Create(std::move(p));
   if (!gemm.ok()) return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": ", gemm.status().message()));
-  return std::unique_ptr<OpKernel>(std::make_unique<QdqMatMulKernel>(std::move(*gemm), *w, false));
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<QdqMatMulKernel>(std::move(*gemm), *w, false, init.config().int8_offload));
 }
 
 }  // namespace
@@ -274,7 +275,7 @@ std::unique_ptr<OpKernel> MakeFusedQLinearMatMul(const KernelInit& init) {
   }
   p.out = yt == DType::kUInt8 ? QdqOut::kUInt8 : QdqOut::kInt8;
   p.y_axis = QdqYAxis::kRow;  // QLinearMatMul's y_scale is per tensor or per row of a
-  return Finish(std::move(p), b, false);
+  return Finish(init, std::move(p), b, false);
 }
 
 std::unique_ptr<OpKernel> MakeFusedMatMulInteger(const KernelInit& init) {
@@ -298,7 +299,7 @@ std::unique_ptr<OpKernel> MakeFusedMatMulInteger(const KernelInit& init) {
     p.s_w.assign(p.zp_w.size(), 1.0f);
   }
   // a_zero_point is read each run (DynamicQuantizeLinear computes it), checked there.
-  return Finish(std::move(p), *b, true);
+  return Finish(init, std::move(p), *b, true);
 }
 
 void RegisterQdqMatMulOps(KernelRegistry& r) { r.Add("oneinfer.internal", "QdqMatMul", 1, 1, MakeQdqMatMul); }

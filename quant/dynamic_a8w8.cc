@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "base/thread_pool.h"
-#include "npu/router.h"
 
 namespace oneinfer {
 namespace {
@@ -91,10 +90,10 @@ void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q
 }
 
 A8W8Weights::DeviceCopy::~DeviceCopy() {
-  if (router != nullptr) router->ForgetWeight(q.data());
+  if (offload != nullptr) offload->ForgetWeight(q.data());
 }
 
-A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N, npu::Router* router) {
+A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N, Int8GemmOffload* offload) {
   A8W8Weights out;
   out.scales_.assign(std::max<int64_t>(0, N), 0.0f);
   for (int64_t k = 0; k < K; ++k)
@@ -107,11 +106,11 @@ A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N, npu::Ro
     for (int64_t n = 0; n < N; ++n)
       q[k * N + n] = out.scales_[n] == 0.0f ? 0 : QuantizeOne(w[k * N + n], out.scales_[n]);
   out.packed_ = PackedWeightsS8::Pack(q.data(), K, N, N);
-  out.router_ = router;
-  if (router != nullptr && router->PrepareDesign(K, N)) {
+  out.offload_ = offload;
+  if (offload != nullptr && offload->PrepareDesign(K, N)) {
     out.device_copy_ = std::make_unique<DeviceCopy>();
     out.device_copy_->q = std::move(q);
-    out.device_copy_->router = router;
+    out.device_copy_->offload = offload;
   }
   return out;
 }
@@ -149,20 +148,18 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
   ParallelFor(pool, M, rows_per_chunk, [&](int64_t m0, int64_t m1) {
     QuantizeRowsS8(m1 - m0, K, a + m0 * K, K, q + m0 * K, K, sa + m0);
   });
-  npu::Router* router = w.router();
+  Int8GemmOffload* offload = w.offload();
   bool on_device = false;
-  // A router without designs never takes a call: skip it, so the host-only path costs nothing.
-  if (router != nullptr && router->configured()) {
+  // An offload without designs never takes a call: skip it, so the host-only path costs nothing.
+  if (offload != nullptr && offload->configured()) {
     // Two captures keep the std::function in its inline buffer (no allocation per call).
-    const npu::HostGemmFn host = [&w, pool](int64_t m, int64_t, int64_t, const int8_t* qa,
-                                            const int8_t*, int32_t* c) {
+    const HostGemmS8Fn host = [&w, pool](int64_t m, int64_t, int64_t, const int8_t* qa,
+                                         const int8_t*, int32_t* c) {
       GemmS8S8S32(m, qa, w.K(), w.packed(), c, w.N(), pool);
     };
-    npu::Sections call;
-    const absl::Status st = router->RunGemmS8(M, K, N, q, w.device_copy(), acc, host, &call);
-    // The router refuses only invalid arguments (M, K, N > 0 and q, acc are set here).
+    const absl::Status st = offload->RunGemmS8(M, K, N, q, w.device_copy(), acc, host, &on_device);
+    // The offload refuses only invalid arguments (M, K, N > 0 and q, acc are set here).
     if (!st.ok()) GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
-    on_device = st.ok() && call.calls > 0;
   } else {
     GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
   }
@@ -175,7 +172,7 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
     }
   });
   if (on_device) {
-    router->AddEpilogueNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
+    offload->AddEpilogueNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::steady_clock::now() - t0)
                               .count());
   }

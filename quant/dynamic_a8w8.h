@@ -2,8 +2,8 @@
 // quantised per output column once, int8 x int8 -> int32 on the int8 GEMM, then
 // y[m][n] = C_s32[m][n] * s_a[m] * s_w[n].
 //
-// Weights made with a router (npu/router.h) send the int32 product through it: calls of at least
-// npu::kDeviceMinRows rows go to the NPU when a design serves (K, N), every other call runs the
+// Weights made with an offload (base/gemm_offload.h, the session's NPU router) send the int32
+// product through it: the offload decides which calls leave the host, every other call runs the
 // packed host GEMM. Both give the same accumulators, so the output does not depend on the side.
 #pragma once
 
@@ -12,14 +12,12 @@
 #include <memory>
 #include <vector>
 
+#include "base/gemm_offload.h"
 #include "quant/gemm_s8.h"
 
 namespace oneinfer {
 
 class ThreadPool;
-namespace npu {
-class Router;
-}
 
 // Symmetric int8 with scale = amax / 127 and q = round-half-to-even(x / scale) clamped to
 // [-127, 127]; an all-zero group gets scale 0 and q = 0 (no division by zero).
@@ -31,10 +29,10 @@ void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q
 class A8W8Weights {
  public:
   A8W8Weights() = default;
-  // w: K x N float row-major (an ONNX MatMul B). With a router, MatMulA8W8 sends the product
+  // w: K x N float row-major (an ONNX MatMul B). With an offload, MatMulA8W8 sends the product
   // through it, and a K x N row-major int8 copy (the device's B) is kept only when
-  // router->PrepareDesign(K, N) says the device takes that shape.
-  static A8W8Weights FromFloat(const float* w, int64_t K, int64_t N, npu::Router* router = nullptr);
+  // offload->PrepareDesign(K, N) says the device takes that shape.
+  static A8W8Weights FromFloat(const float* w, int64_t K, int64_t N, Int8GemmOffload* offload = nullptr);
   // w: N x K float row-major (Gemm with transB = 1).
   static A8W8Weights FromFloatTransposed(const float* w, int64_t K, int64_t N);
   // Weights already quantised (an ONNX int8 DequantizeLinear with zero point 0):
@@ -49,9 +47,9 @@ class A8W8Weights {
   const PackedWeightsS8& packed() const { return packed_; }
   // s_w[n] = amax over column n / 127 (0 for an all-zero column).
   const float* scales() const { return scales_.data(); }
-  // The router this weight was made for (null: host only).
-  npu::Router* router() const { return router_; }
-  // K x N int8 row-major, the weight's identity to the router; null unless a device design
+  // The offload this weight was made for (null: host only).
+  Int8GemmOffload* offload() const { return offload_; }
+  // K x N int8 row-major, the weight's identity to the offload; null unless a device design
   // serves (K, N).
   const int8_t* device_copy() const { return device_copy_ ? device_copy_->q.data() : nullptr; }
   // Resident bytes: packed int8 panels, their column sums, the scales and the device copy.
@@ -61,21 +59,21 @@ class A8W8Weights {
   }
 
  private:
-  // Owns the row-major copy and tells the router to drop its device image when it goes.
+  // Owns the row-major copy and tells the offload to drop its device image when it goes.
   struct DeviceCopy {
     std::vector<int8_t> q;
-    npu::Router* router = nullptr;
+    Int8GemmOffload* offload = nullptr;
     ~DeviceCopy();
   };
 
   PackedWeightsS8 packed_;
   std::vector<float> scales_;
-  npu::Router* router_ = nullptr;
+  Int8GemmOffload* offload_ = nullptr;
   std::unique_ptr<DeviceCopy> device_copy_;
 };
 
 // y[M x N] = a[M x K] * W, both row-major and contiguous, through int8: A is quantised per row
-// into a per-thread scratch, multiplied on the int8 GEMM (or the device, through w.router()) and
+// into a per-thread scratch, multiplied on the int8 GEMM (or the device, through w.offload()) and
 // dequantised. pool may be null.
 void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool);
 

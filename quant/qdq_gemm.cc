@@ -178,8 +178,8 @@ void QdqGemm::Epilogue(int64_t rows, int64_t row0, const void* a, bool a_unsigne
   if (any_zx) {
     Prepare();
     colsum = packed_.column_sums();
-    if (!colsum_used_.exchange(true, std::memory_order_relaxed) && QdqDebugEnabled()) {
-      QdqDebug(absl::StrCat("qdq_colsum k=", p_.K, " n=", p_.N, " source=packed_weight"));
+    if (!colsum_used_.exchange(true, std::memory_order_relaxed) && QdqDebugEnabled(p_.trace)) {
+      QdqDebug(absl::StrCat("qdq_colsum k=", p_.K, " n=", p_.N, " source=packed_weight"), p_.trace);
     }
   }
   const int64_t K = p_.K, N = p_.N;

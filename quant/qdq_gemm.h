@@ -7,7 +7,7 @@
 //             = sum_k a*w' - zx[r] * colsum(w')[n] - zw'[n] * rowsum(a)[r] + K * zx[r] * zw'[n]
 // where w' is the int8 weight the GEMM multiplies (uint8 weights are shifted: w' = w - 128,
 // zw' = zw - 128, so (w - zw) == (w' - zw') exactly). The int32 product sum_k a*w' comes from
-// the packed GEMM (or the NPU); the corrections are int64. colsum(w') is the packed weight's own
+// the packed GEMM (or an offload, base/gemm_offload.h); the corrections are int64. colsum(w') is the packed weight's own
 // column sums (PackedWeightsS8::column_sums, filled while packing), read only when some zx != 0;
 // rowsum(a) is taken per row in the epilogue, only when some zw' != 0.
 //
@@ -62,6 +62,7 @@ struct QdqGemmParams {
   QdqYAxis y_axis = QdqYAxis::kTensor;
   std::vector<float> s_y;     // quantised outputs only; finite and non-zero
   std::vector<int32_t> zp_y;  // empty = 0
+  bool trace = false;         // the qdq_colsum line on stderr too (SessionOptions::qdq_trace)
 };
 
 inline int64_t QdqRowIndex(int64_t r, size_t len) { return len <= 1 ? 0 : r % static_cast<int64_t>(len); }
@@ -94,7 +95,7 @@ class QdqGemm {
 
   // Packs the weight once (thread-safe; later calls return at once).
   void Prepare() const;
-  // The int8 weight as the graph holds it (K x N row-major): the NPU router's operand and weight
+  // The int8 weight as the graph holds it (K x N row-major): the offload's operand and weight
   // identity. Null for uint8 weights (the device would need the shifted copy).
   const int8_t* weight_s8() const { return p_.w_unsigned ? nullptr : static_cast<const int8_t*>(p_.w); }
   // True once the epilogue has read the weight column sums (some zx != 0).
@@ -128,9 +129,10 @@ class QdqGemm {
 void QdqGemmReference(const QdqGemmParams& p, int64_t rows, const void* a, bool a_unsigned, void* y,
                       const int32_t* zp_x = nullptr, size_t zp_x_len = 0);
 
-// Debug lines of the QDQ fusion and kernel: the kQdq category of the library's logger.
-inline bool QdqDebugEnabled() { return TraceEnabled(LogCategory::kQdq); }
-inline void QdqDebug(std::string_view line) { Trace(LogCategory::kQdq, line); }
+// Debug lines of the QDQ fusion and kernel: the kQdq category of the library's logger; to_stderr
+// is the session's SessionOptions::qdq_trace.
+inline bool QdqDebugEnabled(bool to_stderr) { return TraceEnabled(LogCategory::kQdq, to_stderr); }
+inline void QdqDebug(std::string_view line, bool to_stderr) { Trace(LogCategory::kQdq, line, to_stderr); }
 using QdqDebugSink = LogSink;
 inline QdqDebugSink SetQdqDebugSink(QdqDebugSink sink) { return SetLogSink(LogCategory::kQdq, std::move(sink)); }
 

@@ -1,4 +1,5 @@
-// The logger: levels from SessionOptions and ONEINFER_LOG, the load line, the per-run profile.
+// The logger: levels and the profile from SessionOptions only (the environment is the command
+// line's business), the load line, the per-run profile, and per-session trace switches.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,11 +33,9 @@ std::string TwoNodeModel() {
   return m.SerializeAsString();
 }
 
-// Loads with `level` and runs once; returns what went to stderr.
-std::string LoadAndRun(LogLevel level) {
+// Loads with `o` and runs once; returns what went to stderr.
+std::string LoadAndRun(SessionOptions o) {
   const std::string bytes = TwoNodeModel();
-  SessionOptions o;
-  o.log_level = level;
   o.num_threads = 1;
   ::testing::internal::CaptureStderr();
   auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), o);
@@ -48,14 +47,21 @@ std::string LoadAndRun(LogLevel level) {
   return ::testing::internal::GetCapturedStderr();
 }
 
-TEST(Log, EnvironmentOverridesTheOption) {
-  EXPECT_EQ(EffectiveLogLevel(LogLevel::kInfo), LogLevel::kInfo);
-  ScopedEnv env("ONEINFER_LOG", "verbose");
-  EXPECT_EQ(EffectiveLogLevel(LogLevel::kError), LogLevel::kVerbose);
-  ::setenv("ONEINFER_LOG", "error", 1);
-  EXPECT_EQ(EffectiveLogLevel(LogLevel::kVerbose), LogLevel::kError);
-  ::setenv("ONEINFER_LOG", "loud", 1);  // unknown: the option stands
-  EXPECT_EQ(EffectiveLogLevel(LogLevel::kInfo), LogLevel::kInfo);
+std::string LoadAndRun(LogLevel level) {
+  SessionOptions o;
+  o.log_level = level;
+  return LoadAndRun(o);
+}
+
+// The library reads no ONEINFER_* variable: the command line translates them into options.
+TEST(Log, TheEnvironmentIsNotRead) {
+  ScopedEnv log("ONEINFER_LOG", "verbose");
+  ScopedEnv profile("ONEINFER_PROFILE", "1");
+  ScopedEnv qdq("ONEINFER_QDQ_DEBUG", "1");
+  SessionOptions o;
+  o.log_level = LogLevel::kWarning;
+  o.qdq_fusion = false;  // a session that would write qdq_disabled with its trace on
+  EXPECT_EQ(LoadAndRun(o), "");
 }
 
 TEST(Log, WarningLevelIsQuiet) { EXPECT_EQ(LoadAndRun(LogLevel::kWarning), ""); }
@@ -75,17 +81,45 @@ TEST(Log, VerboseProfilesEachRun) {
   EXPECT_NE(err.find("Neg 'neg'"), std::string::npos) << err;
 }
 
-TEST(Log, ProfileEnvWorksAtAnyLevel) {
-  ScopedEnv env("ONEINFER_PROFILE", "1");
-  const std::string err = LoadAndRun(LogLevel::kError);
+TEST(Log, ProfileOptionWorksAtAnyLevel) {
+  SessionOptions o;
+  o.log_level = LogLevel::kError;
+  o.profile = true;
+  const std::string err = LoadAndRun(o);
   EXPECT_NE(err.find("oneinfer: verbose: profile: "), std::string::npos) << err;
   EXPECT_EQ(err.find("loaded"), std::string::npos) << err;
 }
 
-TEST(Log, LogEnvRaisesTheLevel) {
-  ScopedEnv env("ONEINFER_LOG", "info");
-  const std::string err = LoadAndRun(LogLevel::kError);
-  EXPECT_NE(err.find("oneinfer: info: loaded 2 nodes"), std::string::npos) << err;
+// A trace line reaches stderr when its writer says so, and the category's sink in any case.
+TEST(Log, TraceReachesStderrOnlyWhenAsked) {
+  EXPECT_FALSE(TraceEnabled(LogCategory::kQdq, false));
+  EXPECT_TRUE(TraceEnabled(LogCategory::kQdq, true));
+  ::testing::internal::CaptureStderr();
+  Trace(LogCategory::kQdq, "qdq_test quiet", false);
+  Trace(LogCategory::kQdq, "qdq_test loud", true);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "qdq_test loud\n");
+  LogCapture capture(LogCategory::kQdq);
+  EXPECT_TRUE(TraceEnabled(LogCategory::kQdq, false));
+  ::testing::internal::CaptureStderr();
+  Trace(LogCategory::kQdq, "qdq_test quiet", false);
+  Trace(LogCategory::kNpu, "npu_test other category", false);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(capture.lines(), std::vector<std::string>{"qdq_test quiet"});
+}
+
+// SessionOptions::qdq_trace is one session's switch: of two sessions in one process, only the one
+// that asked writes its QDQ lines to stderr.
+TEST(Log, QdqTraceIsPerSession) {
+  SessionOptions traced, quiet;
+  traced.qdq_fusion = quiet.qdq_fusion = false;  // each load then writes one qdq_disabled line
+  traced.qdq_trace = true;
+  const std::string bytes = TwoNodeModel();
+  ::testing::internal::CaptureStderr();
+  auto a = Session::LoadFromBuffer(bytes.data(), bytes.size(), traced);
+  auto b = Session::LoadFromBuffer(bytes.data(), bytes.size(), quiet);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(err, "qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)\n");
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -388,21 +387,20 @@ TEST(NpuRouter, InvalidArgumentsAreErrorsNotCrashes) {
   EXPECT_TRUE(router.RunGemmS8(0, 4, 4, nullptr, nullptr, nullptr, HostRef).ok());
 }
 
-TEST(NpuRouter, ConfiguredFromTheEnvironment) {
+// What SessionOptions::npu becomes (engine/session.cc): a table with one bad entry, the emulated
+// backend and a weight cache size.
+TEST(NpuRouter, ConfiguredFromItsConfig) {
   DesignFiles files;
-  setenv("ONEINFER_NPU_DESIGNS", (files.Entry(32, 64, 32) + ",junk").c_str(), 1);
-  setenv("ONEINFER_NPU_EMULATE", "1", 1);
-  setenv("ONEINFER_NPU_WEIGHT_CACHE_MB", "64", 1);
-  const RouterConfig config = RouterConfig::FromEnvironment();
-  unsetenv("ONEINFER_NPU_DESIGNS");
-  unsetenv("ONEINFER_NPU_EMULATE");
-  unsetenv("ONEINFER_NPU_WEIGHT_CACHE_MB");
-  EXPECT_EQ(config.backend, Backend::kEmulated);
-  EXPECT_EQ(config.weight_cache_bytes, size_t{64} << 20);
+  RouterConfig config;
+  config.designs = files.Entry(32, 64, 32) + ",junk";
+  config.backend = Backend::kEmulated;
+  config.weight_cache_bytes = size_t{64} << 20;
   TraceCapture capture;
   Router router(config);
   EXPECT_EQ(router.config_errors().size(), 1u);
   EXPECT_EQ(capture.Count("npu: ONEINFER_NPU_DESIGNS entry 2 'junk'"), 1);
+  EXPECT_TRUE(router.configured());
+  EXPECT_EQ(router.min_offload_rows(), kDeviceMinRows);
   const auto a = RandomInt8(32 * 64, 1);
   const auto w = RandomInt8(64 * 32, 2);
   std::vector<int32_t> c(32 * 32), ref(32 * 32);
@@ -410,6 +408,53 @@ TEST(NpuRouter, ConfiguredFromTheEnvironment) {
   ASSERT_TRUE(router.RunGemmS8(32, 64, 32, a.data(), w.data(), c.data(), HostRef).ok());
   EXPECT_EQ(c, ref);
   EXPECT_EQ(capture.Count("npu_qdq_device m=32"), 1);
+}
+
+// The kernels' view (Int8GemmOffload): the same routing, and whether the device ran the call.
+TEST(NpuRouter, AsAnOffloadSaysWhereEachCallRan) {
+  DesignFiles files;
+  Router router(files.Entry(32, 64, 32), Emulated());
+  Int8GemmOffload& offload = router;
+  const auto a = RandomInt8(32 * 64, 1);
+  const auto w = RandomInt8(64 * 32, 2);
+  std::vector<int32_t> c(32 * 32), ref(32 * 32);
+  HostRef(32, 64, 32, a.data(), w.data(), ref.data());
+  bool offloaded = false;
+  ASSERT_TRUE(offload.RunGemmS8(32, 64, 32, a.data(), w.data(), c.data(), HostRef, &offloaded).ok());
+  EXPECT_TRUE(offloaded);
+  EXPECT_EQ(c, ref);
+  ASSERT_TRUE(offload.RunGemmS8(5, 64, 32, a.data(), w.data(), c.data(), HostRef, &offloaded).ok());
+  EXPECT_FALSE(offloaded);
+  // Kernels without a row-major copy pass no weight; their host GEMM has its own.
+  const HostGemmS8Fn packed_host = [&w](int64_t m, int64_t k, int64_t n, const int8_t* am, const int8_t*,
+                                        int32_t* cm) { HostRef(m, k, n, am, w.data(), cm); };
+  ASSERT_TRUE(offload.RunGemmS8(32, 64, 32, a.data(), nullptr, c.data(), packed_host, &offloaded).ok());
+  EXPECT_FALSE(offloaded) << "no device operand: the host";
+  EXPECT_EQ(c, ref);
+  const RouterCounters counters = router.counters();
+  EXPECT_EQ(counters.device, 1);
+  EXPECT_EQ(counters.host_rows, 1);
+  EXPECT_EQ(counters.fallback, 1);
+}
+
+// Whether routing lines reach stderr is each router's own switch (SessionOptions::npu.trace); the
+// sink gets every router's lines.
+TEST(NpuRouter, TraceToStderrIsPerRouter) {
+  DesignFiles files;
+  Router loud(files.Entry(32, 64, 32), Emulated(), size_t{64} << 20, /*trace=*/true);
+  Router quiet(files.Entry(32, 64, 32), Emulated(), size_t{64} << 20, /*trace=*/false);
+  const auto a = RandomInt8(32 * 64, 1);
+  const auto w = RandomInt8(64 * 32, 2);
+  std::vector<int32_t> c(32 * 32);
+  TraceCapture capture;
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(loud.RunGemmS8(5, 64, 32, a.data(), w.data(), c.data(), HostRef).ok());
+  ASSERT_TRUE(quiet.RunGemmS8(6, 64, 32, a.data(), w.data(), c.data(), HostRef).ok());
+  ASSERT_TRUE(quiet.RunGemmS8(32, 64, 32, a.data(), w.data(), c.data(), HostRef).ok());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "npu_qdq_host_rows m=5 k=64 n=32 min=16\n");
+  EXPECT_EQ(capture.Count("npu_qdq_host_rows m=6 "), 1);
+  EXPECT_EQ(capture.Count("npu_qdq_device m=32 "), 1);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The XRT backend against XRT itself, without hardware.
 //
-// XRT reads XCL_EMULATION_MODE and XILINX_XRT once per process, so each scenario runs in a child
-// process (this test binary re-executed with --gtest_filter and its own environment):
+// XRT itself reads XCL_EMULATION_MODE and XILINX_XRT once per process, so each scenario runs in a
+// child process (this test binary re-executed with --gtest_filter and XRT's environment; the
+// library reads no variable: the routers are built from RouterConfig, as a session builds its own
+// from SessionOptions::npu):
 //  - noop shim (XCL_EMULATION_MODE=noop, XILINX_XRT=<dir whose lib/ is the XRT libraries>): device
 //    open, load of an xclbin this file generates, buffer allocation and syncs, launch and wait.
 //    The noop shim runs no kernel code, so the numbers are not checked here (emulation does that).
@@ -284,9 +286,18 @@ struct Files {
 
 // ---- Scenarios (run in the child) ----
 
+// A router on the XRT backend, configured as a session configures its own.
+RouterConfig XrtConfig(const std::string& designs) {
+  RouterConfig config;
+  config.designs = designs;
+  config.backend = Backend::kXrt;
+  config.wait_timeout_ms = 5000;
+  return config;
+}
+
 void NoopScenario() {
   Files files;
-  auto device = OpenXrtDevice();
+  auto device = OpenXrtDevice(5000);
   ASSERT_TRUE(device.ok()) << device.status();
   EXPECT_EQ((*device)->name(), "xrt");
 
@@ -314,7 +325,7 @@ void NoopScenario() {
   // The router over real XRT: 32 rows go to the device (no host line), 5 rows stay on the host.
   {
     TraceCapture capture;
-    Router router(absl::StrCat("32x64x32=", files.xclbin, ":", files.insts), OpenXrtDevice);
+    Router router(XrtConfig(absl::StrCat("32x64x32=", files.xclbin, ":", files.insts)));
     ASSERT_TRUE(router.RunGemmS8(32, 64, 32, a.data(), w.data(), c.data(), HostRef).ok());
     ASSERT_TRUE(router.RunGemmS8(5, 64, 32, a.data(), w.data(), c.data(), HostRef).ok());
     EXPECT_EQ(capture.Count("npu_qdq_device m=32 k=64 n=32 design=32x64x32"), 1);
@@ -336,7 +347,7 @@ void NoopScenario() {
 
   // And through the router: a notice, then the host.
   TraceCapture capture;
-  Router router(absl::StrCat("32x64x32=", files.garbage, ":", files.insts), OpenXrtDevice);
+  Router router(XrtConfig(absl::StrCat("32x64x32=", files.garbage, ":", files.insts)));
   std::vector<int32_t> ref(32 * 32);
   HostRef(32, 64, 32, a.data(), w.data(), ref.data());
   for (int i = 0; i < 2; ++i) {
@@ -356,7 +367,7 @@ void NoDeviceScenario(const char* expected_reason) {
       << device.status();
 
   TraceCapture capture;
-  Router router(absl::StrCat("32x64x32=", files.xclbin, ":", files.insts), OpenXrtDevice);
+  Router router(XrtConfig(absl::StrCat("32x64x32=", files.xclbin, ":", files.insts)));
   const auto a = RandomInt8(32 * 64, 1);
   const auto w = RandomInt8(64 * 32, 2);
   std::vector<int32_t> c(32 * 32), ref(32 * 32);

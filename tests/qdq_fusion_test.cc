@@ -221,7 +221,7 @@ struct RunResult {
   std::vector<std::string> debug;
 };
 
-RunResult RunCase(const Case& c, bool fuse, int threads = 1) {
+RunResult RunCase(const Case& c, bool fuse, int threads = 1, const NpuOptions& npu = {}) {
   RunResult r;
   Built b = Build(c);
   r.report = AnalyzeQdqFusion(b.model->graph, kQdqLimits);
@@ -230,6 +230,7 @@ RunResult RunCase(const Case& c, bool fuse, int threads = 1) {
   SessionOptions opts;
   opts.num_threads = threads;
   opts.qdq_fusion = fuse;
+  opts.npu = npu;
   std::vector<uint8_t> x = b.x, w = b.w;
   // The control runs every node on its own: no weight-only DequantizeLinear fusion either (a
   // pass that claims DQ(w) -> MatMul whatever A is, where one is built in).
@@ -723,15 +724,12 @@ struct DesignFiles {
   }
 };
 
-// Installs a router as the process-wide one for one scope.
-struct ScopedRouter {
-  explicit ScopedRouter(npu::Router* r) : previous(npu::SetGlobalRouterForTesting(r)) {}
-  ~ScopedRouter() { npu::SetGlobalRouterForTesting(previous); }
-  npu::Router* previous;
-};
-
-npu::Router::DeviceOpener Emulated() {
-  return [] { return absl::StatusOr<std::unique_ptr<npu::Device>>(npu::MakeEmulatedDevice()); };
+// SessionOptions::npu for a design table on the emulated device.
+NpuOptions EmulatedNpu(const std::string& designs) {
+  NpuOptions npu;
+  npu.designs = designs;
+  npu.emulate = true;
+  return npu;
 }
 
 struct Shape2 {
@@ -746,9 +744,8 @@ TEST_P(QdqFusionNpu, DeviceAt32RowsHostBelow16FallbackWithoutDesign) {
   DesignFiles files;
   std::string table;
   for (const Shape2& s : kQwen3Shapes) absl::StrAppend(&table, files.Entry(64, s.k, s.n), ",");
-  npu::Router device(table, Emulated());
-  npu::Router host_only("", Emulated());  // no designs: not consulted, the host GEMM directly
-  ASSERT_TRUE(device.config_errors().empty());
+  const NpuOptions device = EmulatedNpu(table);  // each session builds its own router from it
+  // The host runs: no designs, so no router; the host GEMM directly.
   // Quark's form: per-tensor activations with a zero point, per-column weights, int8 out.
   Case c;
   c.x_shape = {32, K};
@@ -760,16 +757,9 @@ TEST_P(QdqFusionNpu, DeviceAt32RowsHostBelow16FallbackWithoutDesign) {
   for (int64_t rows : {32, 5}) {
     SCOPED_TRACE(rows);
     c.x_shape = {rows, K};
-    RunResult on_host, on_device;
-    {
-      ScopedRouter use(&host_only);
-      on_host = RunCase(c, true);
-    }
+    const RunResult on_host = RunCase(c, true);
     npu::TraceCapture capture;
-    {
-      ScopedRouter use(&device);
-      on_device = RunCase(c, true);
-    }
+    const RunResult on_device = RunCase(c, true, 1, device);
     ASSERT_TRUE(on_host.status.ok() && on_device.status.ok());
     EXPECT_EQ(AsInts(on_device.y), AsInts(on_host.y)) << "device and host accumulators differ";
     if (rows == 32) {
@@ -790,8 +780,7 @@ TEST_P(QdqFusionNpu, DeviceAt32RowsHostBelow16FallbackWithoutDesign) {
   c.N = N + 32;
   c.s_w = {0.004f};
   npu::TraceCapture capture;
-  ScopedRouter use(&device);
-  RunResult r = RunCase(c, true);
+  RunResult r = RunCase(c, true, 1, device);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(capture.Count(absl::StrCat("npu_qdq_fallback m=32 k=", K, " n=", N + 32)), 1);
   EXPECT_EQ(capture.Count("npu_qdq_device"), 0);
@@ -802,50 +791,97 @@ INSTANTIATE_TEST_SUITE_P(Qwen3, QdqFusionNpu, ::testing::ValuesIn(kQwen3Shapes),
                            return absl::StrCat("k", info.param.k, "_n", info.param.n);
                          });
 
-// The environment's wiring: the child (this binary again, with ONEINFER_NPU_EMULATE=1 and
-// ONEINFER_NPU_DESIGNS set) runs a fused group on the process-wide router, configured from the
-// environment on first use, as a session in production would.
-TEST(QdqFusionNpuEnv, ChildRunsOnTheGlobalRouter) {
-  if (std::getenv("ONEINFER_QDQ_NPU_CHILD") == nullptr) GTEST_SKIP() << "run by GlobalRouterFromTheEnvironment";
+// The options' wiring, two sessions side by side: one built with an emulated design table runs
+// the fused group on its own router's device, one without designs has no router; both loaded
+// before either runs, with the same outputs, the reference's.
+TEST(QdqFusionNpuOptions, EachSessionRoutesAsItsOptionsSay) {
+  DesignFiles files;
   Case c;
   c.x_shape = {32, 1024};
   c.N = 1024;
   c.zp_x = {-3};
-  npu::TraceCapture capture;
-  RunResult r = RunCase(c, true);
-  ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(capture.Count("npu_qdq_device m=32 k=1024 n=1024 design=64x1024x1024"), 1);
-  EXPECT_EQ(capture.Count("npu_qdq_fallback"), 0);
-  EXPECT_EQ(capture.Count("npu_qdq_host_rows"), 0);
-  Built b = Build(c);
+  auto load = [&](const NpuOptions& npu) {
+    SessionOptions opts;
+    opts.num_threads = 1;
+    opts.npu = npu;
+    return SessionImpl::Create(std::move(Build(c).model), opts);
+  };
+  auto routed = load(EmulatedNpu(files.Entry(64, 1024, 1024)));
+  auto host = load({});
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_NE((*routed)->npu_router(), nullptr);
+  EXPECT_EQ((*host)->npu_router(), nullptr);
+  const Built b = Build(c);
+  Tensor x = Tensor::Empty(DType::kInt8, c.x_shape);
+  std::memcpy(x.raw_data(), b.x.data(), b.x.size());
   std::vector<int8_t> ref(32 * 1024);
   QdqGemmReference(ParamsOf(c, b), 32, b.x.data(), false, ref.data());
-  EXPECT_EQ(std::memcmp(r.y.raw_data(), ref.data(), ref.size()), 0);
+  npu::TraceCapture capture;
+  for (int round = 0; round < 2; ++round) {
+    auto on_device = (*routed)->Run({{"x_q", x}}, {});
+    auto on_host = (*host)->Run({{"x_q", x}}, {});
+    ASSERT_TRUE(on_device.ok()) << on_device.status();
+    ASSERT_TRUE(on_host.ok()) << on_host.status();
+    EXPECT_EQ(std::memcmp((*on_device)[0].raw_data(), ref.data(), ref.size()), 0);
+    EXPECT_EQ(std::memcmp((*on_host)[0].raw_data(), ref.data(), ref.size()), 0);
+  }
+  EXPECT_EQ(capture.Count("npu_qdq_device m=32 k=1024 n=1024 design=64x1024x1024"), 2);
+  EXPECT_EQ(capture.Count("npu_qdq_fallback"), 0);
+  EXPECT_EQ(capture.Count("npu_qdq_host_rows"), 0);
+  const npu::RouterCounters counters = (*routed)->npu_router()->counters();
+  EXPECT_EQ(counters.device, 2);
+  EXPECT_EQ(counters.fallback + counters.host_rows, 0);
 }
 
-TEST(QdqFusionNpuEnv, GlobalRouterFromTheEnvironment) {
-  DesignFiles files;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd = absl::StrCat("ONEINFER_QDQ_NPU_CHILD=1 ONEINFER_NPU_EMULATE=1 ONEINFER_NPU_DESIGNS='",
-                                       files.Entry(64, 1024, 1024), "' ", self,
-                                       " --gtest_filter=QdqFusionNpuEnv.ChildRunsOnTheGlobalRouter 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
-  EXPECT_EQ(out.find("SKIPPED"), std::string::npos) << out;
+// SessionOptions::qdq_trace is one session's switch, carried to the fusion pass (qdq_group,
+// qdq_fused) and to the fused kernel (qdq_colsum): of two sessions of one model, only the one that
+// asked writes to stderr; the sink gets both.
+TEST(QdqFusionTrace, StderrLinesComeFromTheSessionThatAsked) {
+  Case c;
+  c.x_shape = {4, 64};
+  c.N = 16;
+  c.zp_x = {-3};  // the epilogue reads the weight column sums: one qdq_colsum line per kernel
+  auto load = [&](bool trace) {
+    SessionOptions opts;
+    opts.num_threads = 1;
+    opts.qdq_trace = trace;
+    return SessionImpl::Create(std::move(Build(c).model), opts);
+  };
+  const Built b = Build(c);
+  Tensor x = Tensor::Empty(DType::kInt8, c.x_shape);
+  std::memcpy(x.raw_data(), b.x.data(), b.x.size());
+  std::vector<std::string> sunk;
+  QdqDebugSink prev = SetQdqDebugSink([&](std::string_view l) { sunk.emplace_back(l); });
+  ::testing::internal::CaptureStderr();
+  auto traced = load(true);
+  auto quiet = load(false);
+  const bool loaded = traced.ok() && quiet.ok();
+  const bool ran = loaded && (*traced)->Run({{"x_q", x}}, {}).ok() && (*quiet)->Run({{"x_q", x}}, {}).ok();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  SetQdqDebugSink(prev);
+  ASSERT_TRUE(ran);
+  auto count = [](const std::vector<std::string>& lines, std::string_view prefix) {
+    return std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  std::vector<std::string> err_lines;
+  for (std::string_view rest = err; !rest.empty();) {
+    const size_t nl = std::min(rest.find('\n'), rest.size());
+    err_lines.emplace_back(rest.substr(0, nl));
+    rest.remove_prefix(std::min(rest.size(), nl + 1));
+  }
+  for (std::string_view prefix : {"qdq_group node=", "qdq_fused count=1", "qdq_colsum k=64 n=16"}) {
+    EXPECT_EQ(count(err_lines, prefix), 1) << prefix << "\n" << err;
+    EXPECT_EQ(count(sunk, prefix), 2) << prefix;
+  }
+  EXPECT_EQ(err_lines.size(), 3u) << err;
 }
 
 // ---------------------------------------------------------------- QLinearMatMul, MatMulInteger
 
 // One node whose B is an initializer (fused kernel) or a graph input (reference kernel).
 absl::StatusOr<std::vector<Tensor>> RunOneNode(const std::string& op, const std::vector<Tensor>& ins, size_t b_index,
-                                               bool b_constant) {
+                                               bool b_constant, const NpuOptions& npu = {}) {
   auto model = std::make_unique<Model>();
   Graph& g = model->graph;
   g.opsets[""] = 21;
@@ -872,6 +908,7 @@ absl::StatusOr<std::vector<Tensor>> RunOneNode(const std::string& op, const std:
   g.outputs.push_back(ValueInfo{"y", {}});
   SessionOptions opts;
   opts.num_threads = 1;
+  opts.npu = npu;
   auto s = SessionImpl::Create(std::move(model), opts);
   if (!s.ok()) return s.status();
   return (*s)->Run(feeds, {});
@@ -892,7 +929,7 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
   };
   // A router with a design for another shape: every int8 x int8 call is routed and traced.
   DesignFiles files;
-  npu::Router other_shape(files.Entry(64, 64, 32), Emulated());
+  const NpuOptions other_shape = EmulatedNpu(files.Entry(64, 64, 32));
   for (Q q : {Q{DType::kInt8, DType::kInt8, DType::kInt8, false}, Q{DType::kUInt8, DType::kInt8, DType::kUInt8, false},
               Q{DType::kInt8, DType::kInt8, DType::kInt8, true}, Q{DType::kUInt8, DType::kUInt8, DType::kInt8, true}}) {
     SCOPED_TRACE(absl::StrCat(DTypeName(q.a), " ", DTypeName(q.b), " per_axis=", q.per_axis));
@@ -909,9 +946,8 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
                                Bytes(q.b, {K, N}, 2), Scales(sb),      zps(q.b, sb.size(), 4),
                                Scales(sy),            zps(q.y, sy.size(), -3)};
     npu::TraceCapture capture;
-    ScopedRouter use(&other_shape);
-    auto fast = RunOneNode("QLinearMatMul", ins, 3, true);
-    auto ref = RunOneNode("QLinearMatMul", ins, 3, false);
+    auto fast = RunOneNode("QLinearMatMul", ins, 3, true, other_shape);
+    auto ref = RunOneNode("QLinearMatMul", ins, 3, false, other_shape);
     ASSERT_TRUE(fast.ok()) << fast.status();
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_EQ(AsInts((*fast)[0]), AsInts((*ref)[0]));
@@ -930,7 +966,7 @@ TEST(QdqFusion, QLinearMatMulWithConstantBMatchesTheReference) {
 TEST(QdqFusion, MatMulIntegerWithConstantBMatchesTheReference) {
   const int64_t M = 24, K = 80, N = 40;
   DesignFiles files;
-  npu::Router other_shape(files.Entry(64, 64, 32), Emulated());
+  const NpuOptions other_shape = EmulatedNpu(files.Entry(64, 64, 32));
   for (DType at : {DType::kInt8, DType::kUInt8}) {
     for (DType bt : {DType::kInt8, DType::kUInt8}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(at), " x ", DTypeName(bt)));
@@ -939,9 +975,8 @@ TEST(QdqFusion, MatMulIntegerWithConstantBMatchesTheReference) {
       std::vector<Tensor> ins = {Bytes(at, {2, M, K}, 1), Bytes(bt, {K, N}, 2), Vec(at, {at == DType::kUInt8 ? 131 : -7}, true),
                                  Vec(bt, zb, false)};
       npu::TraceCapture capture;
-      ScopedRouter use(&other_shape);
-      auto fast = RunOneNode("MatMulInteger", ins, 1, true);
-      auto ref = RunOneNode("MatMulInteger", ins, 1, false);
+      auto fast = RunOneNode("MatMulInteger", ins, 1, true, other_shape);
+      auto ref = RunOneNode("MatMulInteger", ins, 1, false, other_shape);
       ASSERT_TRUE(fast.ok()) << fast.status();
       ASSERT_TRUE(ref.ok()) << ref.status();
       EXPECT_EQ((*fast)[0].shape(), (Shape{2, M, N}));

@@ -84,9 +84,11 @@ struct QdqKernelLimits {
 
 // Rewrites DequantizeLinear(x_q), DequantizeLinear(w_q constant) -> MatMul [-> QuantizeLinear]
 // into one oneinfer.internal QdqMatMul node (see qdq_fusion.cc for what is claimed and refused).
-// With ONEINFER_QDQ_DEBUG=1 logs each group's form and each refusal reason with its count.
+// Traces each group's form and each refusal reason with its count (kQdq; on stderr too with
+// trace, the session's SessionOptions::qdq_trace).
 // Requires topological order; run RemoveDeadNodes after. Returns the number of groups fused.
-int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report = nullptr);
+int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report = nullptr,
+                  bool trace = false);
 
 // The same selection without rewriting anything (oneinfer inspect, examples).
 QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits);

@@ -136,7 +136,7 @@ Attribute IntAttr(const std::string& name, int64_t v) {
 
 const char* AxisName(int64_t y_axis) { return y_axis == 1 ? "row" : y_axis == 2 ? "column" : "tensor"; }
 
-int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool rewrite, bool log) {
+int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool rewrite, bool log, bool to_stderr = false) {
   QdqFusionReport local;
   QdqFusionReport& rep = report != nullptr ? *report : local;
   std::map<std::string, size_t> producer;
@@ -336,7 +336,7 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
                             " sx_n=", px.scale->num_elements(), " sw_n=", pw.scale->num_elements(),
                             " zp_x=", px.zp ? px.zp->num_elements() : 0, " zp_w=", pw.zp ? pw.zp->num_elements() : 0,
                             q != nullptr ? absl::StrCat(" zp_y=", py.zp && Single(*py.zp) ? Ints(py.zp)[0] : 0)
-                                         : std::string()));
+                                         : std::string()), to_stderr);
     }
     if (!rewrite) continue;
 
@@ -363,8 +363,8 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
     g.nodes[k] = std::move(f);
   }
   if (log) {
-    for (const auto& [why, count] : rep.refused) Trace(LogCategory::kQdq, absl::StrCat("qdq_refused why=", why, " count=", count));
-    Trace(LogCategory::kQdq, absl::StrCat("qdq_fused count=", fused));
+    for (const auto& [why, count] : rep.refused) Trace(LogCategory::kQdq, absl::StrCat("qdq_refused why=", why, " count=", count), to_stderr);
+    Trace(LogCategory::kQdq, absl::StrCat("qdq_fused count=", fused), to_stderr);
   }
   if (!rewrite || fused == 0) return fused;
   EraseFusedNodes(g, drop);
@@ -378,8 +378,8 @@ bool QdqFusionEnabledByEnv() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report) {
-  return Run(g, limits, report, true, TraceEnabled(LogCategory::kQdq));
+int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool trace) {
+  return Run(g, limits, report, true, TraceEnabled(LogCategory::kQdq, trace), trace);
 }
 
 QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits) {
