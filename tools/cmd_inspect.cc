@@ -1,4 +1,5 @@
 // oneinfer inspect: what a model is made of, before running it.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -140,7 +141,9 @@ int CmdInspect(int argc, char** argv) {
   }
 
   const QdqFusionReport qdq = AnalyzeQdqFusion(g, QdqKernelLimits{PackedWeightsS8::kMaxK});
-  std::cout << "\nQDQ fusion" << (QdqFusionEnabledByEnv() ? "" : " (off at run time: ONEINFER_QDQ=0)") << ": "
+  const char* qdq_env = std::getenv("ONEINFER_QDQ");  // the variable the command translates to qdq_fusion
+  const bool qdq_on = qdq_env == nullptr || std::string(qdq_env) != "0";
+  std::cout << "\nQDQ fusion" << (qdq_on ? "" : " (off at run time: ONEINFER_QDQ=0)") << ": "
             << qdq.fused << " fused groups\n";
   for (const auto& [form, n] : qdq.forms) std::cout << "  x" << n << "  " << form << "\n";
   for (const auto& [why, n] : qdq.refused) std::cout << "  not fused: why=" << why << " count=" << n << "\n";
