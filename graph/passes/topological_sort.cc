@@ -88,7 +88,7 @@ class TopologicalSortPass : public GraphPass {
   absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext&) const override {
     if (absl::Status st = SortTopologically(g, {}); !st.ok()) return st;
     uses.Rebuild();  // new order, and the implicit inputs it filled
-    return static_cast<int>(g.nodes.size());
+    return static_cast<int>(g.nodes.size());  // the nodes it ordered
   }
 };
 
