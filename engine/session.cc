@@ -4,8 +4,8 @@
 #include "base/log.h"
 #include "engine/q4nx_binding.h"
 #include "engine/session_impl.h"
-#include "graph/passes/passes.h"
-#include "quant/qdq_gemm.h"
+#include "graph/passes/pass.h"
+#include "quant/gemm_s8.h"
 
 namespace oneinfer {
 
@@ -62,67 +62,55 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
 
   Graph& g = model->graph;
   const size_t loaded_nodes = g.nodes.size();
-  // Weights named by the model's Q4NX file replace their graph inputs before anything else.
-  if (absl::Status bound = BindQ4NXWeightFile(*model); !bound.ok()) return bound;
-  auto st = SortTopologically(g, {});
-  if (!st.ok()) return st;
-  if (options.qdq_fusion && QdqFusionEnabledByEnv()) {
-    QdqFusionReport report;
-    FuseQdqMatMul(g, QdqKernelLimits{PackedWeightsS8::kMaxK}, &report, options.qdq_trace);
-    s->qdq_fusion_.fused_groups = report.fused;
-    s->qdq_fusion_.forms = report.forms;
-    s->qdq_fusion_.refused = report.refused;
-  } else if (QdqDebugEnabled(options.qdq_trace)) {
-    QdqDebug("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)", options.qdq_trace);
-  }
-  FuseRMSNorm(g);
-  if (WeightDequantFusionEnabled()) {
-    std::vector<std::string> refused;
-    FuseWeightDequantMatMul(g, &refused);
-    for (const std::string& why : refused) Log(level, LogLevel::kInfo, why);
-  }
-  if (FuseStackedKVCache(g) > 0) {
-    st = SortTopologically(g, {});
-    if (!st.ok()) return st;
-  }
-  RemoveDeadNodes(g);
-
   ExecutionPlan::Resources res{&s->config_, s->allocator_, s->pool_.get()};
-  if (options.constant_folding) {
-    auto evaluate = [&](const Node& n, const std::vector<const Tensor*>& ins) -> absl::StatusOr<std::vector<Tensor>> {
-      auto one = std::make_shared<Graph>();
-      one->opsets = g.opsets;
-      Node copy = n;
-      for (size_t i = 0; i < ins.size(); ++i) {
-        if (ins[i]) one->initializers[copy.inputs[i]] = *ins[i];
+  // The graph passes (graph/passes/pipeline.cc lists them), with what they need from the options.
+  PassContext passes;
+  passes.qdq_fusion = options.qdq_fusion;
+  passes.weight_fusion = options.weight_fusion;
+  passes.constant_folding = options.constant_folding;
+  passes.qdq_trace = options.qdq_trace;
+  passes.qdq_limits = QdqKernelLimits{PackedWeightsS8::kMaxK};
+  passes.max_folded_bytes = kMaxFoldedBytes;
+  passes.log_level = level;
+  // Weights named by the model's Q4NX file replace their graph inputs before anything else.
+  absl::StatusOr<ExternalWeights> external = OpenQ4NXWeightFile(*model);
+  if (!external.ok()) return external.status();
+  passes.external_weights = *std::move(external);
+  passes.evaluate = [&](const Node& n, const std::vector<const Tensor*>& ins) -> absl::StatusOr<std::vector<Tensor>> {
+    auto one = std::make_shared<Graph>();
+    one->opsets = g.opsets;
+    Node copy = n;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (ins[i]) one->initializers[copy.inputs[i]] = *ins[i];
+    }
+    for (const std::string& out : copy.outputs) if (!out.empty()) one->outputs.push_back(ValueInfo{out, {}});
+    one->nodes.push_back(std::move(copy));
+    auto plan = ExecutionPlan::Build(one, res, {});
+    if (!plan.ok()) return plan.status();
+    auto values = (*plan)->Execute({}, nullptr);
+    if (!values.ok()) return values.status();
+    std::vector<Tensor> out;
+    size_t k = 0;
+    for (const std::string& name : n.outputs) {
+      if (name.empty()) {
+        out.emplace_back();
+        continue;
       }
-      for (const std::string& out : copy.outputs) if (!out.empty()) one->outputs.push_back(ValueInfo{out, {}});
-      one->nodes.push_back(std::move(copy));
-      auto plan = ExecutionPlan::Build(one, res, {});
-      if (!plan.ok()) return plan.status();
-      auto values = (*plan)->Execute({}, nullptr);
-      if (!values.ok()) return values.status();
-      std::vector<Tensor> out;
-      size_t k = 0;
-      for (const std::string& name : n.outputs) {
-        if (name.empty()) {
-          out.emplace_back();
-          continue;
-        }
-        const Value& v = (*values)[k++];
-        if (!v.is_tensor()) return absl::InternalError("not a tensor");
-        // Folded values must not keep allocator blocks of a transient plan alive for long.
-        out.push_back(v.tensor.Clone());
-      }
-      return out;
-    };
-    auto folded = FoldConstants(g, evaluate, kMaxFoldedBytes);
-    if (!folded.ok()) return folded.status();
-    s->folded_ = *folded;
-    RemoveDeadNodes(g);
-  }
-  auto typed = InferShapes(g);
-  if (!typed.ok()) return typed.status();
+      const Value& v = (*values)[k++];
+      if (!v.is_tensor()) return absl::InternalError("not a tensor");
+      // Folded values must not keep allocator blocks of a transient plan alive for long.
+      out.push_back(v.tensor.Clone());
+    }
+    return out;
+  };
+  PassReport report;
+  passes.report = &report;
+  if (absl::Status ran = RunSessionPasses(g, passes); !ran.ok()) return ran;
+  s->qdq_fusion_.fused_groups = report.qdq.fused;  // all empty when qdq_fusion is off
+  s->qdq_fusion_.forms = report.qdq.forms;
+  s->qdq_fusion_.refused = report.qdq.refused;
+  s->folded_ = report.counts["constant_folding"];
+  const int typed = report.counts["shape_inference"];
 
   for (const ValueInfo& v : g.inputs) {
     if (g.IsInitializer(v.name)) continue;  // overridable defaults are not part of the interface
@@ -143,7 +131,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   for (const auto& [name, t] : g.initializers) initializer_bytes += t.byte_size();
   Log(level, LogLevel::kInfo,
       absl::StrCat("loaded ", loaded_nodes, " nodes: ", s->folded_, " folded, ", s->plan_->num_steps(), " plan steps, ",
-                   threads, " threads, ", initializer_bytes, " initializer bytes, ", *typed, " values typed"));
+                   threads, " threads, ", initializer_bytes, " initializer bytes, ", typed, " values typed"));
   s->allocator_->ResetPeak();
   return s;
 }

@@ -6,6 +6,32 @@
 
 namespace oneinfer {
 
+std::string CanonicalDomain(const std::string& domain) { return IsDefaultDomain(domain) ? std::string() : domain; }
+
+Attribute Attribute::Int(const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = Type::kInt;
+  a.i = v;
+  return a;
+}
+
+Attribute Attribute::Float(const std::string& name, float v) {
+  Attribute a;
+  a.name = name;
+  a.type = Type::kFloat;
+  a.f = v;
+  return a;
+}
+
+Attribute Attribute::String(const std::string& name, const std::string& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Type::kString;
+  a.s = v;
+  return a;
+}
+
 std::string TypeInfo::ToString() const {
   switch (kind) {
     case Kind::kUnknown: return "unknown";
@@ -80,8 +106,7 @@ const TypeInfo* Graph::FindType(const std::string& n) const {
 }
 
 int64_t Graph::OpsetFor(const std::string& domain) const {
-  const std::string d = (domain == "ai.onnx") ? "" : domain;
-  auto it = opsets.find(d);
+  auto it = opsets.find(CanonicalDomain(domain));
   return it == opsets.end() ? -1 : it->second;
 }
 

@@ -16,6 +16,10 @@ namespace oneinfer {
 
 class Graph;
 
+// "ai.onnx" and "" name the same (default) domain: "" for both.
+std::string CanonicalDomain(const std::string& domain);
+inline bool IsDefaultDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
 // One dimension of a declared shape: a fixed size, a symbolic name, or unknown.
 struct Dim {
   int64_t value = -1;  // >= 0 when fixed
@@ -54,6 +58,10 @@ struct Attribute {
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
   TypeInfo tp;
+
+  static Attribute Int(const std::string& name, int64_t v);
+  static Attribute Float(const std::string& name, float v);
+  static Attribute String(const std::string& name, const std::string& v);
 };
 
 struct Node {

@@ -394,7 +394,7 @@ absl::Status GraphConverter::Convert(const onnx::GraphProto& gp, const std::map<
     Node n;
     n.name = np.name();
     n.op_type = np.op_type();
-    n.domain = CanonicalDomainName(np.domain());
+    n.domain = CanonicalDomain(np.domain());
     n.inputs.assign(np.input().begin(), np.input().end());
     n.outputs.assign(np.output().begin(), np.output().end());
     for (const auto& ap : np.attribute()) {
@@ -417,8 +417,6 @@ absl::Status GraphConverter::Convert(const onnx::GraphProto& gp, const std::map<
 
 }  // namespace
 
-std::string CanonicalDomainName(const std::string& d) { return d == "ai.onnx" ? std::string() : d; }
-
 absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
   auto model = std::make_unique<Model>();
   model->ir_version = mp.ir_version();
@@ -426,7 +424,7 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& mp
   model->base_dir = base_dir;
   for (const auto& kv : mp.metadata_props()) model->metadata[kv.key()] = kv.value();
   std::map<std::string, int64_t> opsets;
-  for (const auto& o : mp.opset_import()) opsets[CanonicalDomainName(o.domain())] = o.version();
+  for (const auto& o : mp.opset_import()) opsets[CanonicalDomain(o.domain())] = o.version();
   if (mp.opset_import_size() == 0) opsets[""] = 1;  // IR v1-2 models default to opset 1
   if (mp.functions_size() > 0) {
     std::set<std::string> fnames;

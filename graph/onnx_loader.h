@@ -56,7 +56,5 @@ absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* pr
 absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, ExternalDataResolver* resolver);
 absl::Status TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* proto);
 absl::StatusOr<TypeInfo> TypeFromProto(const onnx::TypeProto& proto);
-// "ai.onnx" -> "".
-std::string CanonicalDomainName(const std::string& d);
 
 }  // namespace oneinfer

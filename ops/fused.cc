@@ -6,6 +6,7 @@
 
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
+#include "graph/internal_ops.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 
@@ -16,7 +17,8 @@ namespace {
 // KVCacheAppend(past [N, ...slot], new [...slot with S at axis], buffer?) -> slot view (, buffer)
 // slot s of the buffer = past slot s followed by new along `axis` (of the slot's dims).
 absl::Status AppendCompute(OpContext& ctx) {
-  const int64_t s = ctx.node().GetInt("slot", 0), axis = ctx.node().GetInt("axis", 1);
+  using Op = internal_ops::KVCacheAppend;
+  const int64_t s = ctx.node().GetInt(Op::kSlot, 0), axis = ctx.node().GetInt(Op::kAxis, 1);
   const Tensor& past = ctx.input(0);
   const Tensor& fresh = ctx.input(1);
   if (past.rank() < 2 || fresh.rank() != past.rank() - 1 || axis < 0 || axis >= fresh.rank() ||
@@ -86,7 +88,8 @@ absl::Status RMSNormCompute(OpContext& ctx) {
       w.dim(0) != x.dim(-1)) {
     return InvalidArgument(ctx, "RMSNorm of ", ShapeToString(x.shape()), " with weight ", ShapeToString(w.shape()));
   }
-  const float eps = ctx.node().GetFloat("epsilon", 1e-6f);
+  using Op = internal_ops::RMSNorm;
+  const float eps = ctx.node().GetFloat(Op::kEpsilon, Op::kDefaultEpsilon);
   const int64_t D = x.dim(-1), rows = D ? x.num_elements() / D : 0;
   Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, x.shape());
   const float* px = x.data<float>();
@@ -105,9 +108,10 @@ absl::Status RMSNormCompute(OpContext& ctx) {
 }  // namespace
 
 void RegisterFusedOps(KernelRegistry& r) {
-  r.AddFn("oneinfer.internal", "RMSNorm", 1, 1, RMSNormCompute);
-  r.AddFn("oneinfer.internal", "KVCacheAppend", 1, 1, AppendCompute);
-  r.AddFn("oneinfer.internal", "KVCacheFinish", 1, 1, FinishCompute);
+  using internal_ops::kDomain, internal_ops::kOpset;
+  r.AddFn(kDomain, internal_ops::RMSNorm::kName, kOpset, kOpset, RMSNormCompute);
+  r.AddFn(kDomain, internal_ops::KVCacheAppend::kName, kOpset, kOpset, AppendCompute);
+  r.AddFn(kDomain, internal_ops::KVCacheFinish::kName, kOpset, kOpset, FinishCompute);
 }
 
 }  // namespace oneinfer

@@ -148,9 +148,6 @@ class KernelRegistry {
   std::deque<Entry> entries_;  // deque: Add() hands out references that must stay valid
 };
 
-// "ai.onnx" and "" are the same domain.
-std::string CanonicalDomain(const std::string& domain);
-
 // Error helpers that name the node.
 template <typename... Args>
 absl::Status InvalidArgument(const OpContext& ctx, const Args&... args) {

@@ -8,6 +8,7 @@
 
 #include "ops/kernel.h"
 #include "base/mapped_file.h"
+#include "graph/internal_ops.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
 #include "quant/gemm_q4.h"
@@ -84,7 +85,7 @@ class MatMulQ4NXKernel : public OpKernel {
 
 absl::StatusOr<std::unique_ptr<OpKernel>> MakeMatMulQ4NX(const KernelInit& init) {
   const Node& n = init.node();
-  const int64_t K = n.GetInt("K", 0), N = n.GetInt("N", 0);
+  const int64_t K = n.GetInt(internal_ops::MatMulQ4NX::kK, 0), N = n.GetInt(internal_ops::MatMulQ4NX::kN, 0);
   const Tensor* w = init.ConstantInput(1);
   if (w == nullptr || w->dtype() != DType::kUInt8 || w->rank() != 2 || w->dim(1) != static_cast<int64_t>(q4nx::kChunkBytesQ4_1)) {
     return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": W must be a constant uint8 [tiles, 5120] of q4_1 chunks"));
@@ -98,6 +99,9 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeMatMulQ4NX(const KernelInit& init)
 
 }  // namespace
 
-void RegisterQ4NXOps(KernelRegistry& r) { r.Add("oneinfer.internal", "MatMulQ4NX", 1, 1, MakeMatMulQ4NX); }
+void RegisterQ4NXOps(KernelRegistry& r) {
+  using internal_ops::kDomain, internal_ops::kOpset;
+  r.Add(kDomain, internal_ops::MatMulQ4NX::kName, kOpset, kOpset, MakeMatMulQ4NX);
+}
 
 }  // namespace oneinfer

@@ -1,4 +1,4 @@
-// The fused QDQ MatMul kernels: oneinfer.internal QdqMatMul (written by FuseQdqMatMul) and the
+// The fused QDQ MatMul kernels: oneinfer.internal QdqMatMul (written by the qdq_fusion pass) and the
 // constant-weight QLinearMatMul / MatMulInteger bindings, all on quant/qdq_gemm.h.
 //
 // Inputs of QdqMatMul, in QLinearMatMul's order: x_q, x_scale, x_zero_point?, w_q, w_scale,
@@ -20,6 +20,7 @@
 #include "base/thread_pool.h"
 #include "base/gemm_offload.h"
 #include "base/mapped_file.h"
+#include "graph/internal_ops.h"
 #include "ops/op_util.h"
 #include "quant/qdq_gemm.h"
 
@@ -219,9 +220,9 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeQdqMatMul(const KernelInit& init) 
   p.N = w->dim(1);
   p.w = w->raw_data();
   p.w_unsigned = w->dtype() == DType::kUInt8;
-  const std::string out = n.GetString("out", "float32");
+  const std::string out = n.GetString(internal_ops::QdqMatMul::kOut, "float32");
   p.out = out == "int8" ? QdqOut::kInt8 : out == "uint8" ? QdqOut::kUInt8 : QdqOut::kFloat32;
-  const int64_t y_axis = n.GetInt("y_axis", 0);
+  const int64_t y_axis = n.GetInt(internal_ops::QdqMatMul::kYAxis, 0);
   p.y_axis = y_axis == 1 ? QdqYAxis::kRow : y_axis == 2 ? QdqYAxis::kColumn : QdqYAxis::kTensor;
   const Tensor* zx = n.HasInput(2) ? init.ConstantInput(2) : nullptr;
   p.x_unsigned = zx != nullptr ? zx->dtype() == DType::kUInt8 : DeclaredType(init, 0) == DType::kUInt8;
@@ -302,6 +303,9 @@ std::unique_ptr<OpKernel> MakeFusedMatMulInteger(const KernelInit& init) {
   return Finish(init, std::move(p), *b, true);
 }
 
-void RegisterQdqMatMulOps(KernelRegistry& r) { r.Add("oneinfer.internal", "QdqMatMul", 1, 1, MakeQdqMatMul); }
+void RegisterQdqMatMulOps(KernelRegistry& r) {
+  using internal_ops::kDomain, internal_ops::kOpset;
+  r.Add(kDomain, internal_ops::QdqMatMul::kName, kOpset, kOpset, MakeQdqMatMul);
+}
 
 }  // namespace oneinfer

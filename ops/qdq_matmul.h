@@ -1,5 +1,5 @@
 // Kernels on the fused QDQ GEMM (quant/qdq_gemm.h): the internal QdqMatMul node that
-// FuseQdqMatMul writes, and the constant-weight bindings of QLinearMatMul and MatMulInteger.
+// the qdq_fusion pass writes, and the constant-weight bindings of QLinearMatMul and MatMulInteger.
 #pragma once
 
 #include <memory>

@@ -22,10 +22,6 @@ KernelFactory MakeFnKernel(KernelFn fn) {
   };
 }
 
-std::string CanonicalDomain(const std::string& domain) {
-  return domain == "ai.onnx" ? std::string() : domain;
-}
-
 KernelRegistry& KernelRegistry::Global() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();

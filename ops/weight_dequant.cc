@@ -11,6 +11,7 @@
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
 #include "base/mapped_file.h"
+#include "graph/internal_ops.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 #include "quant/dynamic_a8w8.h"
@@ -148,7 +149,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeWeightDequantMatMul(const KernelIn
   if (w == nullptr || s == nullptr || (n.HasInput(3) && zp == nullptr))
     return bad("weight, scale and zero point must be constants");
   if (w->rank() != 2 || s->dtype() != DType::kFloat32) return bad("needs a 2-D weight and float32 scales");
-  const int64_t K = w->dim(0), N = w->dim(1), bs = n.GetInt("block_size", 0);
+  const int64_t K = w->dim(0), N = w->dim(1), bs = n.GetInt(internal_ops::WeightDequantMatMul::kBlockSize, 0);
   if (zp != nullptr && (zp->dtype() != w->dtype() || zp->num_elements() != s->num_elements()))
     return bad("zero point does not match the weight type or the scale shape");
   switch (w->dtype()) {
@@ -180,7 +181,8 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeWeightDequantMatMul(const KernelIn
 }  // namespace
 
 void RegisterWeightDequantOps(KernelRegistry& r) {
-  r.Add("oneinfer.internal", "WeightDequantMatMul", 1, 1, MakeWeightDequantMatMul);
+  r.Add(internal_ops::kDomain, internal_ops::WeightDequantMatMul::kName, internal_ops::kOpset, internal_ops::kOpset,
+        MakeWeightDequantMatMul);
 }
 
 }  // namespace oneinfer

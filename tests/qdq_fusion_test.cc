@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "engine/session_impl.h"
+#include "graph/internal_ops.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
 #include "npu/device.h"
@@ -231,12 +232,11 @@ RunResult RunCase(const Case& c, bool fuse, int threads = 1, const NpuOptions& n
   opts.num_threads = threads;
   opts.qdq_fusion = fuse;
   opts.npu = npu;
-  std::vector<uint8_t> x = b.x, w = b.w;
   // The control runs every node on its own: no weight-only DequantizeLinear fusion either (a
   // pass that claims DQ(w) -> MatMul whatever A is, where one is built in).
-  if (!fuse) setenv("ONEINFER_WEIGHT_FUSION", "0", 1);
+  opts.weight_fusion = fuse;
+  std::vector<uint8_t> x = b.x, w = b.w;
   auto s = SessionImpl::Create(std::move(b.model), opts);
-  if (!fuse) unsetenv("ONEINFER_WEIGHT_FUSION");
   if (!s.ok()) {
     SetQdqDebugSink(prev);
     r.status = s.status();
@@ -509,10 +509,8 @@ TEST(QdqFusion, DebugLinesAndLazyColumnSums) {
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Count(r.debug, "qdq_refused why=scale_along_k count=1"), 1);
   EXPECT_EQ(Count(r.debug, "qdq_fused count=0"), 1);
-  // ONEINFER_QDQ=0: the pass does not run (the control).
-  setenv("ONEINFER_QDQ", "0", 1);
-  r = RunCase(sym, true);
-  unsetenv("ONEINFER_QDQ");
+  // SessionOptions::qdq_fusion = false (what ONEINFER_QDQ=0 sets): the pass does not run.
+  r = RunCase(sym, false);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Count(r.debug, "qdq_fused"), 0);
   EXPECT_EQ(Count(r.debug, "qdq_disabled"), 1);
@@ -1114,6 +1112,72 @@ TEST(QdqFusion, InspectReportsFusedGroupsAndRefusals) {
   EXPECT_NE(r.out.find("QDQ fusion: 1 fused groups"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("x1  a=int8 w=int8 sx=tensor sw=tensor zp=none out=int8 sy=tensor"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not fused: why=scale_along_k count=1"), std::string::npos) << r.out;
+}
+
+// ---------------------------------------------------------------- selector and rewrite
+
+TEST(QdqFusion, SelectorReadsOnlyAndTheRewriteDoesWhatItSelected) {
+  Case c;
+  Built b = Build(c);
+  Graph& g = b.model->graph;
+  ASSERT_TRUE(SortTopologically(g, {}).ok());
+  const size_t nodes = g.nodes.size();
+  UseDefIndex uses(g);
+  const QdqSelection sel = SelectQdqGroups(uses, kQdqLimits);
+  ASSERT_EQ(sel.groups.size(), 1u);
+  EXPECT_EQ(sel.report.fused, 1);
+  EXPECT_EQ(g.nodes.size(), nodes);  // the selector changed nothing
+  EXPECT_EQ(g.nodes[sel.groups[0].matmul].op_type, "MatMul");
+  ASSERT_GE(sel.groups[0].quantize, 0);  // the output QuantizeLinear is folded
+  EXPECT_EQ(sel.groups[0].out, DType::kInt8);
+  EXPECT_EQ(RewriteQdqGroups(g, uses, sel), 1);
+  EXPECT_TRUE(uses == UseDefIndex(g));  // the rewrite kept the shared index up to date
+  int fused = 0, quantize = 0;
+  for (const Node& n : g.nodes) {
+    fused += n.op_type == internal_ops::QdqMatMul::kName && n.domain == internal_ops::kDomain;
+    quantize += n.op_type == "QuantizeLinear";
+  }
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(quantize, 0);
+  EXPECT_EQ(g.opsets.at(internal_ops::kDomain), internal_ops::kOpset);
+}
+
+TEST(QdqFusion, TheCallersKernelLimitsDecideTheLongestReduction) {
+  Case c;  // K = 16
+  Built b = Build(c);
+  const Graph& g = b.model->graph;
+  EXPECT_EQ(AnalyzeQdqFusion(g, QdqKernelLimits{16}).fused, 1);
+  const QdqFusionReport too_long = AnalyzeQdqFusion(g, QdqKernelLimits{15});
+  EXPECT_EQ(too_long.fused, 0);
+  EXPECT_EQ(too_long.refused.at("weight_shape"), 1);
+}
+
+TEST(QdqFusion, QdqTraceIsASessionOption) {
+  const bool was_on = SetTraceToStderr(LogCategory::kQdq, false);  // whatever the environment says
+  for (bool trace : {true, false}) {
+    SCOPED_TRACE(trace);
+    Case c;
+    Built b = Build(c);
+    SessionOptions opts;
+    opts.num_threads = 1;
+    opts.qdq_trace = trace;
+    ::testing::internal::CaptureStderr();
+    auto s = SessionImpl::Create(std::move(b.model), opts);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(absl::StrContains(err, "qdq_fused count=1"), trace) << err;
+    EXPECT_EQ(absl::StrContains(err, "qdq_group node=mm k=16 n=6"), trace) << err;
+  }
+  SetTraceToStderr(LogCategory::kQdq, was_on);
+}
+
+TEST(QdqFusion, AnAiOnnxDomainMatMulIsTheDefaultDomain) {
+  Case c;
+  Built b = Build(c);
+  for (Node& n : b.model->graph.nodes) {
+    if (n.op_type == "MatMul" || n.op_type == "DequantizeLinear") n.domain = "ai.onnx";
+  }
+  EXPECT_EQ(AnalyzeQdqFusion(b.model->graph, kQdqLimits).fused, 1);
 }
 
 }  // namespace

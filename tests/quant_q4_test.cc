@@ -292,12 +292,11 @@ onnx::ModelProto WeightOnlyModel(const WeightOnlyCase& c, std::mt19937& rng) {
 
 absl::StatusOr<std::vector<float>> RunModel(const onnx::ModelProto& model, const std::vector<float>& x,
                                             int64_t K, bool fusion) {
-  setenv("ONEINFER_WEIGHT_FUSION", fusion ? "1" : "0", 1);
   const std::string bytes = model.SerializeAsString();
   SessionOptions opts;
   opts.num_threads = 2;
+  opts.weight_fusion = fusion;
   auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), opts);
-  unsetenv("ONEINFER_WEIGHT_FUSION");
   if (!s.ok()) return s.status();
   auto out = (*s)->Run({{"x", Tensor::FromVector(DType::kFloat32, {3, 2, K}, x)}});
   if (!out.ok()) return out.status();
@@ -309,7 +308,8 @@ absl::StatusOr<std::vector<float>> RunModel(const onnx::ModelProto& model, const
 int CountFused(const onnx::ModelProto& model, std::vector<std::string>* refused) {
   auto m = ModelFromProto(model, ".");
   if (!m.ok()) return -1;
-  return FuseWeightDequantMatMul((*m)->graph, refused);
+  UseDefIndex uses((*m)->graph);
+  return FuseWeightDequantMatMul((*m)->graph, uses, refused);
 }
 
 TEST(WeightDequantMatMul, FusedMatchesPerNodePath) {
@@ -507,7 +507,8 @@ TEST(WeightDequantMatMul, ExportQwen3WeightsInt8AndInt4) {
     EXPECT_EQ(dq, 2 * 7 + 1) << w;  // 7 projections per layer, 2 layers, lm_head
     EXPECT_EQ(g.initializers.at("model.embed_tokens.weight").dtype(), DType::kFloat32);
     std::vector<std::string> refused;
-    EXPECT_EQ(FuseWeightDequantMatMul((*model)->graph, &refused), 15) << w;
+    UseDefIndex uses((*model)->graph);
+    EXPECT_EQ(FuseWeightDequantMatMul((*model)->graph, uses, &refused), 15) << w;
     EXPECT_TRUE(refused.empty());
     r = testing::RunCli("run " + path.string() + " --prompt-ids 1,2,3 -n 3 --json");
     EXPECT_EQ(r.code, 0) << r.out;

@@ -1,4 +1,5 @@
 // oneinfer inspect: what a model is made of, before running it.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>

@@ -1,5 +1,6 @@
 #include <set>
 
+#include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {
@@ -32,5 +33,29 @@ int RemoveDeadNodes(Graph& g) {
   }
   return removed;
 }
+
+void EraseFusedNodes(Graph& g, const std::vector<bool>& drop, UseDefIndex& uses) {
+  std::vector<Node> kept;
+  for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+  g.opsets[internal_ops::kDomain] = internal_ops::kOpset;
+  uses.Rebuild();
+}
+
+namespace {
+
+class DeadNodeEliminationPass : public GraphPass {
+ public:
+  const char* name() const override { return "dead_node_elimination"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext&) const override {
+    const int removed = RemoveDeadNodes(g);
+    if (removed > 0) uses.Rebuild();
+    return removed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeDeadNodeEliminationPass() { return std::make_unique<DeadNodeEliminationPass>(); }
 
 }  // namespace oneinfer

@@ -6,15 +6,14 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {
 
 namespace {
 
-bool IsMatMulB(const Node& n, size_t slot) {
-  return slot == 1 && n.op_type == "MatMul" && (n.domain.empty() || n.domain == "ai.onnx");
-}
+bool IsMatMulB(const Node& n, size_t slot) { return slot == 1 && n.op_type == "MatMul" && IsDefaultDomain(n.domain); }
 
 // The subgraphs of a node read `name` from the enclosing scope.
 bool SubgraphsRead(const Node& n, const std::string& name) {
@@ -30,15 +29,15 @@ bool SubgraphsRead(const Node& n, const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<int> BindExternalQ4Weights(Graph& g, const ExternalWeightLookup& lookup, const std::string& source) {
+absl::StatusOr<int> BindExternalQ4Weights(Graph& g, UseDefIndex& uses, const ExternalWeightLookup& lookup,
+                                          const std::string& source) {
+  using Op = internal_ops::MatMulQ4NX;
   // Graph inputs read as MatMul B, in graph-input order.
   std::vector<std::string> names;
   for (const ValueInfo& in : g.inputs) {
     if (g.IsInitializer(in.name)) continue;
-    for (const Node& n : g.nodes) {
-      bool as_b = false;
-      for (size_t i = 0; i < n.inputs.size(); ++i) as_b = as_b || (n.inputs[i] == in.name && IsMatMulB(n, i));
-      if (as_b) {
+    for (const UseDefIndex::Use& use : uses.Readers(in.name)) {
+      if (use.slot != UseDefIndex::kImplicit && IsMatMulB(g.nodes[use.node], static_cast<size_t>(use.slot))) {
         names.push_back(in.name);
         break;
       }
@@ -68,6 +67,7 @@ absl::StatusOr<int> BindExternalQ4Weights(Graph& g, const ExternalWeightLookup& 
         }
         if (first_reader.empty()) first_reader = n.Describe();
       }
+      // Runs before topological_sort fills implicit inputs: look into the subgraphs.
       if (SubgraphsRead(n, name)) {
         return absl::InvalidArgumentError(absl::StrCat("graph input '", name, "' is bound from ", source, " but a subgraph of ",
                                                        n.Describe(), " reads it"));
@@ -78,24 +78,40 @@ absl::StatusOr<int> BindExternalQ4Weights(Graph& g, const ExternalWeightLookup& 
       return absl::Status(chunks.status().code(), absl::StrCat(first_reader, ": weight '", name, "' [", K, ", ", N, "]: ",
                                                                chunks.status().message()));
     }
-    for (Node& n : g.nodes) {
-      if (n.inputs.size() < 2 || n.inputs[1] != name || !IsMatMulB(n, 1)) continue;
-      n.op_type = "MatMulQ4NX";
-      n.domain = "oneinfer.internal";
-      for (const char* key : {"K", "N"}) {
-        Attribute a;
-        a.name = key;
-        a.type = Attribute::Type::kInt;
-        a.i = key[0] == 'K' ? K : N;
-        n.attrs[key] = a;
-      }
+    for (const UseDefIndex::Use& use : uses.Readers(name)) {
+      Node& n = g.nodes[use.node];  // every reader is a MatMul reading it as B (checked above)
+      n.op_type = Op::kName;
+      n.domain = internal_ops::kDomain;
+      n.attrs[Op::kK] = Attribute::Int(Op::kK, K);
+      n.attrs[Op::kN] = Attribute::Int(Op::kN, N);
       ++rewritten;
     }
     g.initializers[name] = std::move(*chunks);
     g.inputs.erase(in);
   }
-  if (rewritten > 0) g.opsets["oneinfer.internal"] = 1;
+  if (rewritten > 0) {
+    g.opsets[internal_ops::kDomain] = internal_ops::kOpset;
+    uses.Rebuild();
+  }
   return rewritten;
 }
+
+namespace {
+
+class ExternalWeightBindingPass : public GraphPass {
+ public:
+  const char* name() const override { return "external_weight_binding"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext& ctx) const override {
+    const ExternalWeights& ext = ctx.external_weights;
+    if (!ext.lookup) return 0;
+    auto bound = BindExternalQ4Weights(g, uses, ext.lookup, ext.source);
+    if (bound.ok() && *bound == 0) return absl::InvalidArgumentError(ext.none_bound_error);
+    return bound;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeExternalWeightBindingPass() { return std::make_unique<ExternalWeightBindingPass>(); }
 
 }  // namespace oneinfer

@@ -6,27 +6,15 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {
 
 namespace {
 
-struct Uses {
-  std::map<std::string, std::vector<size_t>> readers;  // value -> node indices
-  bool OnlyReadBy(const std::string& v, size_t node) const {
-    auto it = readers.find(v);
-    return it != readers.end() && it->second.size() == 1 && it->second[0] == node;
-  }
-};
-
-const Tensor* Const(const Graph& g, const std::string& name) {
-  auto it = g.initializers.find(name);
-  return it == g.initializers.end() ? nullptr : &it->second;
-}
-
-bool ScalarInt(const Graph& g, const std::string& name, int64_t* v) {
-  const Tensor* t = Const(g, name);
+bool ScalarInt(const UseDefIndex& uses, const std::string& name, int64_t* v) {
+  const Tensor* t = uses.Const(name);
   if (t == nullptr || t->num_elements() != 1) return false;
   if (t->dtype() == DType::kInt64) *v = t->data<int64_t>()[0];
   else if (t->dtype() == DType::kInt32) *v = t->data<int32_t>()[0];
@@ -36,28 +24,31 @@ bool ScalarInt(const Graph& g, const std::string& name, int64_t* v) {
 
 }  // namespace
 
-int FuseStackedKVCache(Graph& g) {
+int FuseStackedKVCache(Graph& g, UseDefIndex& uses) {
+  using Append = internal_ops::KVCacheAppend;
+  using Finish = internal_ops::KVCacheFinish;
+  // Node indices reading v (one per input slot or subgraph read), in node order.
+  auto readers = [&](const std::string& v) {
+    std::vector<size_t> r;
+    for (const UseDefIndex::Use& u : uses.Readers(v)) r.push_back(u.node);
+    return r;
+  };
   int fused = 0;
   for (const ValueInfo& in : g.inputs) {
     const TypeInfo& type = in.type;
     if (type.kind != TypeInfo::Kind::kTensor || !type.shape || type.shape->size() < 3) continue;
     const int64_t rank = static_cast<int64_t>(type.shape->size());
-    Uses uses;
-    for (size_t k = 0; k < g.nodes.size(); ++k) {
-      for (const std::string& v : g.nodes[k].inputs) if (!v.empty()) uses.readers[v].push_back(k);
-      for (const std::string& v : g.nodes[k].implicit_inputs) uses.readers[v].push_back(k);
-    }
-    auto it = uses.readers.find(in.name);
-    if (it == uses.readers.end()) continue;
+    const std::vector<size_t> in_readers = readers(in.name);
+    if (in_readers.empty()) continue;
     // Every reader of the input must be a Gather of one constant slot along axis 0 (or a Shape).
     std::map<int64_t, size_t> gather_of_slot;
     bool ok = true;
-    for (size_t k : it->second) {
+    for (size_t k : in_readers) {
       const Node& n = g.nodes[k];
       if (n.op_type == "Shape" && n.domain.empty()) continue;  // reads the shape only
       int64_t slot = 0;
       if (n.op_type != "Gather" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[0] != in.name ||
-          n.GetInt("axis", 0) != 0 || !ScalarInt(g, n.inputs[1], &slot) || gather_of_slot.count(slot)) {
+          n.GetInt("axis", 0) != 0 || !ScalarInt(uses, n.inputs[1], &slot) || gather_of_slot.count(slot)) {
         ok = false;
         break;
       }
@@ -75,9 +66,9 @@ int FuseStackedKVCache(Graph& g) {
     size_t final_concat = 0;
     for (const auto& [slot, gk] : gather_of_slot) {
       const std::string& gout = g.nodes[gk].outputs[0];
-      auto r = uses.readers.find(gout);
-      if (r == uses.readers.end() || r->second.size() != 1) { ok = false; break; }
-      const size_t ck = r->second[0];
+      const std::vector<size_t> r = readers(gout);
+      if (r.size() != 1) { ok = false; break; }
+      const size_t ck = r[0];
       const Node& c = g.nodes[ck];
       if (c.op_type != "Concat" || !c.domain.empty() || c.inputs.size() != 2 || c.inputs[0] != gout) { ok = false; break; }
       int64_t axis = c.GetInt("axis", 0);
@@ -85,21 +76,21 @@ int FuseStackedKVCache(Graph& g) {
       if (axis <= 0 || axis >= rank - 1 || (seq_axis >= 0 && axis != seq_axis)) { ok = false; break; }
       seq_axis = axis;
       size_t uk = SIZE_MAX;
-      for (size_t reader : uses.readers[c.outputs[0]]) {
+      for (size_t reader : readers(c.outputs[0])) {
         const Node& u = g.nodes[reader];
         if (u.op_type == "Unsqueeze" && u.domain.empty()) {
           std::vector<int64_t> axes = u.GetInts("axes");
           if (axes.empty() && u.inputs.size() > 1) {
-            const Tensor* t = Const(g, u.inputs[1]);
+            const Tensor* t = uses.Const(u.inputs[1]);
             if (t && t->dtype() == DType::kInt64) axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
           }
           if (axes == std::vector<int64_t>{0}) uk = reader;
         }
       }
       if (uk == SIZE_MAX) { ok = false; break; }
-      auto ur = uses.readers.find(g.nodes[uk].outputs[0]);
-      if (ur == uses.readers.end() || ur->second.size() != 1) { ok = false; break; }
-      const Node& fc = g.nodes[ur->second[0]];
+      const std::vector<size_t> ur = readers(g.nodes[uk].outputs[0]);
+      if (ur.size() != 1) { ok = false; break; }
+      const Node& fc = g.nodes[ur[0]];
       if (fc.op_type != "Concat" || !fc.domain.empty() || fc.GetInt("axis", 0) != 0 ||
           static_cast<int64_t>(fc.inputs.size()) != slots || fc.inputs[static_cast<size_t>(slot)] != g.nodes[uk].outputs[0] ||
           (final_concat_out.size() && fc.outputs[0] != final_concat_out)) {
@@ -107,7 +98,7 @@ int FuseStackedKVCache(Graph& g) {
         break;
       }
       final_concat_out = fc.outputs[0];
-      final_concat = ur->second[0];
+      final_concat = ur[0];
       chains.push_back({gk, ck, uk});
     }
     if (!ok || chains.size() != static_cast<size_t>(slots)) continue;
@@ -120,27 +111,21 @@ int FuseStackedKVCache(Graph& g) {
       Node& gather = g.nodes[ch.gather];
       const Node& concat = g.nodes[ch.concat];
       Node append;
-      append.op_type = "KVCacheAppend";
-      append.domain = "oneinfer.internal";
+      append.op_type = Append::kName;
+      append.domain = internal_ops::kDomain;
       append.name = absl::StrCat(in.name, "_append_", s);
-      append.inputs = {in.name, concat.inputs[1]};
-      if (s > 0) append.inputs.push_back(buffer);
-      append.outputs = {concat.outputs[0]};
-      if (s == 0) append.outputs.push_back(buffer);
-      Attribute a;
-      a.name = "slot";
-      a.type = Attribute::Type::kInt;
-      a.i = s;
-      append.attrs["slot"] = a;
-      a.name = "axis";
-      a.i = seq_axis;
-      append.attrs["axis"] = a;
+      append.inputs = {in.name, concat.inputs[1]};  // kPast, kNew
+      if (s > 0) append.inputs.push_back(buffer);   // kBuffer
+      append.outputs = {concat.outputs[0]};          // kSlotView
+      if (s == 0) append.outputs.push_back(buffer);  // kBufferOut
+      append.attrs[Append::kSlot] = Attribute::Int(Append::kSlot, s);
+      append.attrs[Append::kAxis] = Attribute::Int(Append::kAxis, seq_axis);
       gather = std::move(append);
       slot_views.push_back(concat.outputs[0]);
     }
     Node finish;
-    finish.op_type = "KVCacheFinish";
-    finish.domain = "oneinfer.internal";
+    finish.op_type = Finish::kName;
+    finish.domain = internal_ops::kDomain;
     finish.name = absl::StrCat(in.name, "_finish");
     finish.inputs = {buffer};
     finish.inputs.insert(finish.inputs.end(), slot_views.begin(), slot_views.end());
@@ -151,10 +136,29 @@ int FuseStackedKVCache(Graph& g) {
       drop[ch.concat] = true;
       // The Unsqueeze is dead now unless something else reads it.
     }
-    EraseFusedNodes(g, drop);
+    EraseFusedNodes(g, drop, uses);
     ++fused;
   }
   return fused;
 }
+
+namespace {
+
+class KVCacheFusionPass : public GraphPass {
+ public:
+  const char* name() const override { return "kv_cache_fusion"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext&) const override {
+    const int fused = FuseStackedKVCache(g, uses);
+    if (fused == 0) return 0;
+    // Appends after the first read the buffer the first makes, which may come later in node order.
+    if (absl::Status st = SortTopologically(g, {}); !st.ok()) return st;
+    uses.Rebuild();
+    return fused;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeKVCacheFusionPass() { return std::make_unique<KVCacheFusionPass>(); }
 
 }  // namespace oneinfer

@@ -1,9 +1,20 @@
-// Graph passes, one file each: ordering and validation, dead-node removal, constant folding,
-// shape inference.
+// The graph passes, one file each, and the functions they are built on. The session runs them
+// through the framework in pass.h, in the order SessionPasses lists (pipeline.cc):
+//   external_weight_binding  graph inputs read as MatMul B -> MatMulQ4NX (when the model names a Q4NX file)
+//   topological_sort         implicit inputs, validation, node order
+//   qdq_fusion               DequantizeLinear x2 -> MatMul [-> QuantizeLinear] -> QdqMatMul
+//   rms_norm_fusion          the six-node RMSNorm chain -> RMSNorm
+//   weight_dequant_fusion    constant-weight DequantizeLinear -> MatMul B -> WeightDequantMatMul
+//   kv_cache_fusion          the stacked KV cache's Gather/Concat chains -> KVCacheAppend/Finish
+//   dead_node_elimination    nodes and initializers nothing reads
+//   constant_folding         nodes whose inputs are all constants -> initializers
+//   dead_node_elimination    again, after folding
+//   shape_inference          element types and shapes of every node output
+// The fusions read the shared UseDefIndex (use_def.h) and write the internal ops of
+// graph/internal_ops.h.
 #pragma once
 
-#include <functional>
-#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,6 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/ir.h"
+#include "graph/passes/pass.h"
+#include "graph/passes/use_def.h"
 
 namespace oneinfer {
 
@@ -24,41 +37,32 @@ absl::Status SortTopologically(Graph& g, const std::set<std::string>& outer_name
 int RemoveDeadNodes(Graph& g);
 
 // The last step of every fusion pass: erases the nodes marked in `drop` (the fused group's
-// inner nodes) and declares the oneinfer.internal domain the rewritten nodes belong to.
-inline void EraseFusedNodes(Graph& g, const std::vector<bool>& drop) {
-  std::vector<Node> kept;
-  for (size_t k = 0; k < g.nodes.size(); ++k) if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
-  g.opsets["oneinfer.internal"] = 1;
-}
+// inner nodes), declares the internal domain the rewritten nodes belong to, and rebuilds `uses`.
+void EraseFusedNodes(Graph& g, const std::vector<bool>& drop, UseDefIndex& uses);
 
-// Evaluates one node on constant inputs (provided by the engine, which owns the kernels).
-using NodeEvaluator =
-    std::function<absl::StatusOr<std::vector<Tensor>>(const Node& node, const std::vector<const Tensor*>& inputs)>;
+// Replaces nodes whose inputs are all constants (UseDefIndex::Const) by initializers holding
+// their outputs (shape arithmetic mostly). Skips random ops, nodes with subgraphs, quantisation
+// ops (their integer weights are kept for the int8 kernels) and outputs larger than
+// max_output_bytes. Returns the number of nodes folded; rebuilds `uses` when it folds any.
+absl::StatusOr<int> FoldConstants(Graph& g, UseDefIndex& uses, const NodeEvaluator& evaluate, size_t max_output_bytes);
 
-// Replaces nodes whose inputs are all constants by initializers holding their outputs
-// (shape arithmetic mostly). Skips random ops, nodes with subgraphs, quantisation ops
-// (their integer weights are kept for the int8 kernels) and outputs larger than
-// max_output_bytes. Returns the number of nodes folded.
-absl::StatusOr<int> FoldConstants(Graph& g, const NodeEvaluator& evaluate, size_t max_output_bytes);
-
-// Rewrites the stacked KV-cache pattern (see kv_cache_fusion.cc) into the engine's internal
+// Rewrites the stacked KV-cache pattern (see kv_cache_fusion.cc) into the internal
 // KVCacheAppend / KVCacheFinish nodes so each step copies the cache once. Returns the number
-// of caches rewritten. Requires topological order; run RemoveDeadNodes and SortTopologically after.
-int FuseStackedKVCache(Graph& g);
+// of caches rewritten. Requires topological order; the nodes are out of order after a rewrite
+// (the pass sorts them again), and the Unsqueezes left dead await RemoveDeadNodes.
+int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
 
 // Rewrites Mul(x,x) -> ReduceMean(-1) -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(., w) into one
-// internal RMSNorm node (see rms_norm_fusion.cc). Returns the number of norms rewritten.
-int FuseRMSNorm(Graph& g);
+// internal RMSNorm node (see rms_norm_fusion.cc), when eps and w are constants. Returns the
+// number of norms rewritten.
+int FuseRMSNorm(Graph& g, UseDefIndex& uses);
 
 // Rewrites DequantizeLinear(constant int4/uint4 weight blocked along K, or int8/uint8 per
 // column or per tensor) -> MatMul B (the DQ output read only as MatMul B operands) into one
 // internal WeightDequantMatMul node per MatMul (see weight_dequant_fusion.cc), whose kernel
 // runs the 4-bit or int8 GEMM on the integer weights. Returns the number of MatMuls rewritten;
 // `refused` (may be null) gets one line per weight-only group left unfused and why.
-int FuseWeightDequantMatMul(Graph& g, std::vector<std::string>* refused);
-// False when ONEINFER_WEIGHT_FUSION=0 (the per-node DequantizeLinear + MatMul path runs).
-bool WeightDequantFusionEnabled();
+int FuseWeightDequantMatMul(Graph& g, UseDefIndex& uses, std::vector<std::string>* refused);
 
 // Static shape and type inference over a sorted graph: fills g.value_info for every node output
 // whose element type and (possibly symbolic) shape follow from declared types, initializers and
@@ -67,44 +71,52 @@ bool WeightDequantFusionEnabled();
 // naming the value and both types. Returns the number of values typed.
 absl::StatusOr<int> InferShapes(Graph& g);
 
-// What the QDQ MatMul fusion found: fused groups by form, MatMuls left alone by reason.
-struct QdqFusionReport {
-  int fused = 0;
-  // "a=int8 w=int8 sx=tensor sw=column zp=none out=int8 sy=tensor" -> groups of that form
-  std::map<std::string, int> forms;
-  // why -> count: not_qdq (a float MatMul), weight_not_constant, scale_along_k, ...
-  // (output_quantize_kept counts fused groups whose QuantizeLinear stayed a separate node)
-  std::map<std::string, int> refused;
+// One QDQ MatMul group the selector claims (node indices into the graph it read).
+struct QdqGroup {
+  size_t matmul = 0;
+  size_t dq_x = 0, dq_w = 0;
+  long quantize = -1;  // the folded output QuantizeLinear, or -1 (the fused node outputs float32)
+  DType out = DType::kFloat32;
+  int64_t y_axis = 0;  // y_scale per tensor (0), row (1) or column (2)
+  std::string trace;   // the qdq_group trace line
 };
 
-// What the fused kernel can take, told by the caller (the graph layer knows no kernel).
-struct QdqKernelLimits {
-  int64_t max_k = 0;  // the longest reduction the int8 GEMM packs (PackedWeightsS8::kMaxK)
+// The QDQ selector's answer: the groups to fuse, in node order, and the report (forms, refusals).
+struct QdqSelection {
+  std::vector<QdqGroup> groups;
+  QdqFusionReport report;
 };
 
-// Rewrites DequantizeLinear(x_q), DequantizeLinear(w_q constant) -> MatMul [-> QuantizeLinear]
-// into one oneinfer.internal QdqMatMul node (see qdq_fusion.cc for what is claimed and refused).
-// Traces each group's form and each refusal reason with its count (kQdq; on stderr too with
-// trace, the session's SessionOptions::qdq_trace).
-// Requires topological order; run RemoveDeadNodes after. Returns the number of groups fused.
-int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report = nullptr,
-                  bool trace = false);
+// The read-only QDQ MatMul selector (see qdq_fusion.cc for what is claimed and refused), given
+// what the fused kernel can take. Requires topological order.
+QdqSelection SelectQdqGroups(const UseDefIndex& uses, const QdqKernelLimits& limits);
 
-// The same selection without rewriting anything (oneinfer inspect, examples).
+// The action: each selected MatMul becomes a QdqMatMul node in place (so the order stays
+// topological) and each folded QuantizeLinear goes; the DequantizeLinear nodes left without
+// readers await RemoveDeadNodes. `selection` must come from SelectQdqGroups on g as `uses`
+// describes it. Returns the number of groups fused.
+int RewriteQdqGroups(Graph& g, UseDefIndex& uses, const QdqSelection& selection);
+
+// The selection alone on a graph (oneinfer inspect, examples, tests).
 QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits);
-
-// False when the environment says ONEINFER_QDQ=0 (the per-node control).
-bool QdqFusionEnabledByEnv();
-
-// Looks up the 4-bit weight for graph input `name`, declared float32 [K, N]: its q4_1 chunks as
-// a uint8 tensor, or an error (missing, another chunk kind, wrong size).
-using ExternalWeightLookup = std::function<absl::StatusOr<Tensor>(const std::string& name, int64_t K, int64_t N)>;
 
 // Every MatMul whose B is a graph input becomes an internal MatMulQ4NX(A, W) node (attributes
 // K, N) with W the looked-up chunks as an initializer, and the input leaves the graph's
 // interface (see external_weight_binding.cc). A weight that is missing, declared with
 // unknown sizes, or also read by another node is an error naming it; `source` names the file
-// in errors. Returns the number of MatMuls rewritten.
-absl::StatusOr<int> BindExternalQ4Weights(Graph& g, const ExternalWeightLookup& lookup, const std::string& source);
+// in errors. Returns the number of MatMuls rewritten; rebuilds `uses` when it rewrites any.
+absl::StatusOr<int> BindExternalQ4Weights(Graph& g, UseDefIndex& uses, const ExternalWeightLookup& lookup,
+                                          const std::string& source);
+
+// The passes over the functions above, each in its function's file (SessionPasses lists them).
+std::unique_ptr<GraphPass> MakeExternalWeightBindingPass();  // ctx.external_weights
+std::unique_ptr<GraphPass> MakeTopologicalSortPass();
+std::unique_ptr<GraphPass> MakeQdqFusionPass();            // ctx.qdq_fusion, qdq_limits, qdq_trace; report->qdq
+std::unique_ptr<GraphPass> MakeRMSNormFusionPass();
+std::unique_ptr<GraphPass> MakeWeightDequantFusionPass();  // ctx.weight_fusion; refusals at LogLevel::kInfo
+std::unique_ptr<GraphPass> MakeKVCacheFusionPass();
+std::unique_ptr<GraphPass> MakeDeadNodeEliminationPass();
+std::unique_ptr<GraphPass> MakeConstantFoldingPass();      // ctx.constant_folding, evaluate, max_folded_bytes
+std::unique_ptr<GraphPass> MakeShapeInferencePass();
 
 }  // namespace oneinfer

@@ -17,36 +17,26 @@
 // Anything else is refused and left on the per-node path, which computes the same function and
 // reports malformed parameters itself (refusal `invalid_params`): a scale along K cannot be
 // folded (it weighs products inside the sum), a non-constant weight cannot be packed.
-// The action: the MatMul is replaced in place by the fused node (so the order stays
-// topological), a folded QuantizeLinear is removed, and DequantizeLinear nodes whose outputs
-// have no other reader are left for RemoveDeadNodes.
-#include <cstdlib>
-#include <cstring>
+// The selector (SelectQdqGroups) only reads the graph, through the shared use-def index, and is
+// all `oneinfer inspect` runs. The action (RewriteQdqGroups): the MatMul is replaced in place by
+// the fused node (so the order stays topological), a folded QuantizeLinear is removed, and
+// DequantizeLinear nodes whose outputs have no other reader are left for RemoveDeadNodes.
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "graph/passes/passes.h"
 #include "base/log.h"
+#include "graph/internal_ops.h"
+#include "graph/passes/passes.h"
 
 namespace oneinfer {
 
 namespace {
 
-bool IsQdqDomain(const std::string& d) { return d.empty() || d == "ai.onnx" || d == "com.microsoft"; }
+bool IsQdqDomain(const std::string& d) { return IsDefaultDomain(d) || d == "com.microsoft"; }
 bool IsOp(const Node& n, const char* op) { return IsQdqDomain(n.domain) && n.op_type == op; }
 bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 bool Single(const Tensor& t) { return t.num_elements() == 1 && t.rank() <= 1; }
-
-const Tensor* Const(const Graph& g, const std::string& name) {
-  if (name.empty()) return nullptr;
-  auto it = g.initializers.find(name);
-  if (it == g.initializers.end()) return nullptr;
-  // An initializer that is also a graph input can be overridden by a feed: not a constant.
-  for (const ValueInfo& v : g.inputs) {
-    if (v.name == name) return nullptr;
-  }
-  return &it->second;
-}
 
 // Declared rank of a value, or -1.
 int64_t DeclaredRank(const Graph& g, const std::string& name) {
@@ -55,9 +45,9 @@ int64_t DeclaredRank(const Graph& g, const std::string& name) {
   return static_cast<int64_t>(t->shape->size());
 }
 
-DType DeclaredType(const Graph& g, const std::string& name) {
-  if (const Tensor* c = Const(g, name)) return c->dtype();
-  const TypeInfo* t = g.FindType(name);
+DType DeclaredType(const UseDefIndex& u, const std::string& name) {
+  if (const Tensor* c = u.Const(name)) return c->dtype();
+  const TypeInfo* t = u.graph().FindType(name);
   return t != nullptr && t->kind == TypeInfo::Kind::kTensor ? t->elem : DType::kUndefined;
 }
 
@@ -82,12 +72,13 @@ struct QParams {
 };
 
 // Empty string when usable, else the refusal reason.
-std::string ReadQParams(const Graph& g, const Node& q, QParams* out) {
+std::string ReadQParams(const UseDefIndex& u, const Node& q, QParams* out) {
+  const Graph& g = u.graph();
   if (q.inputs.size() < 2) return "invalid_params";
-  out->scale = Const(g, q.inputs[1]);
+  out->scale = u.Const(q.inputs[1]);
   if (out->scale == nullptr) return "params_not_constant";
   if (q.HasInput(2)) {
-    out->zp = Const(g, q.inputs[2]);
+    out->zp = u.Const(q.inputs[2]);
     if (out->zp == nullptr) return "params_not_constant";
   }
   if (q.GetInt("block_size", 0) != 0) return "blocked";
@@ -118,51 +109,23 @@ bool AnyNonZero(const Tensor* t) {
   return false;
 }
 
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
 const char* AxisName(int64_t y_axis) { return y_axis == 1 ? "row" : y_axis == 2 ? "column" : "tensor"; }
 
-int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool rewrite, bool log, bool to_stderr = false) {
-  QdqFusionReport local;
-  QdqFusionReport& rep = report != nullptr ? *report : local;
-  std::map<std::string, size_t> producer;
-  std::map<std::string, int> readers;
-  std::map<std::string, size_t> last_reader;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    for (const std::string& o : g.nodes[k].outputs) if (!o.empty()) producer[o] = k;
-    for (const std::string& i : g.nodes[k].inputs) {
-      if (i.empty()) continue;
-      readers[i]++;
-      last_reader[i] = k;
-    }
-    for (const std::string& i : g.nodes[k].implicit_inputs) readers[i] += 2;
-  }
-  for (const ValueInfo& o : g.outputs) readers[o.name] += 2;  // a graph output keeps its producer
-  auto dq_of = [&](const std::string& v) -> const Node* {
-    auto it = producer.find(v);
-    if (it == producer.end() || !IsOp(g.nodes[it->second], "DequantizeLinear")) return nullptr;
-    return &g.nodes[it->second];
-  };
+}  // namespace
 
-  std::vector<bool> drop(g.nodes.size(), false);
-  int fused = 0;
+QdqSelection SelectQdqGroups(const UseDefIndex& uses, const QdqKernelLimits& limits) {
+  const Graph& g = uses.graph();
+  QdqSelection sel;
+  QdqFusionReport& rep = sel.report;
+  auto dq_of = [&](const std::string& v) -> const Node* {
+    const Node* p = uses.Producer(v);
+    return p != nullptr && IsOp(*p, "DequantizeLinear") ? p : nullptr;
+  };
+  auto index_of = [&](const Node* n) { return static_cast<size_t>(n - g.nodes.data()); };
+
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& mm = g.nodes[k];
-    if (!(mm.domain.empty() || mm.domain == "ai.onnx") || mm.op_type != "MatMul") continue;
+    if (!IsDefaultDomain(mm.domain) || mm.op_type != "MatMul") continue;
     auto refuse = [&](const std::string& why) { rep.refused[why]++; };
     if (mm.inputs.size() != 2 || !mm.HasOutput(0)) {
       refuse("invalid_params");
@@ -182,7 +145,7 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
       refuse("weight_not_dequantized");
       continue;
     }
-    const Tensor* wq = Const(g, dqw->inputs[0]);
+    const Tensor* wq = uses.Const(dqw->inputs[0]);
     if (wq == nullptr) {
       refuse("weight_not_constant");
       continue;
@@ -201,11 +164,11 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
       continue;
     }
     QParams pw, px;
-    if (std::string why = ReadQParams(g, *dqw, &pw); !why.empty()) {
+    if (std::string why = ReadQParams(uses, *dqw, &pw); !why.empty()) {
       refuse(why);
       continue;
     }
-    if (std::string why = ReadQParams(g, *dqx, &px); !why.empty()) {
+    if (std::string why = ReadQParams(uses, *dqx, &px); !why.empty()) {
       refuse(why);
       continue;
     }
@@ -228,14 +191,14 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
     }
     // The activation type: its zero point's, else its declared type.
     const std::string& xq = dqx->inputs[0];
-    DType declared = DeclaredType(g, xq);
-    if (declared == DType::kUndefined && producer.count(xq) && IsOp(g.nodes[producer[xq]], "QuantizeLinear")) {
+    DType declared = DeclaredType(uses, xq);
+    const Node* qx = uses.Producer(xq);
+    if (declared == DType::kUndefined && qx != nullptr && IsOp(*qx, "QuantizeLinear")) {
       // Made by a QuantizeLinear: its zero point's type, else output_dtype, else uint8.
-      const Node& qx = g.nodes[producer[xq]];
-      const Tensor* z = qx.HasInput(2) ? Const(g, qx.inputs[2]) : nullptr;
-      const int64_t od = qx.domain == "com.microsoft" ? 0 : qx.GetInt("output_dtype", 0);
+      const Tensor* z = qx->HasInput(2) ? uses.Const(qx->inputs[2]) : nullptr;
+      const int64_t od = qx->domain == "com.microsoft" ? 0 : qx->GetInt("output_dtype", 0);
       declared = z != nullptr ? z->dtype() : od != 0 ? static_cast<DType>(od) : DType::kUInt8;
-      if (qx.HasInput(2) && z == nullptr) declared = DType::kUndefined;
+      if (qx->HasInput(2) && z == nullptr) declared = DType::kUndefined;
     }
     const DType xt = px.zp != nullptr ? px.zp->dtype() : declared;
     if (xt == DType::kUndefined) {
@@ -284,10 +247,11 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
     QParams py;
     int64_t y_axis = 0;
     DType yt = DType::kFloat32;
-    if (readers[y] == 1) {
-      const Node& cand = g.nodes[last_reader[y]];
+    const std::vector<UseDefIndex::Use>& y_readers = uses.Readers(y);
+    if (y_readers.size() == 1 && y_readers[0].slot != UseDefIndex::kImplicit && !uses.IsGraphOutput(y)) {
+      const Node& cand = g.nodes[y_readers[0].node];
       if (IsOp(cand, "QuantizeLinear") && !cand.inputs.empty() && cand.inputs[0] == y && cand.HasOutput(0) &&
-          ReadQParams(g, cand, &py).empty()) {
+          ReadQParams(uses, cand, &py).empty()) {
         bool ok = true;
         // Output type: the zero point's, else output_dtype (opset 21), else uint8.
         DType t = py.zp != nullptr ? py.zp->dtype() : DType::kUInt8;
@@ -330,62 +294,94 @@ int Run(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool r
         " out=", DTypeName(yt), q != nullptr ? absl::StrCat(" sy=", AxisName(y_axis)) : "");
     rep.forms[form]++;
     ++rep.fused;
-    ++fused;
-    if (log) {
-      Trace(LogCategory::kQdq, absl::StrCat("qdq_group node=", mm.name.empty() ? y : mm.name, " k=", K, " n=", N, " ", form,
-                            " sx_n=", px.scale->num_elements(), " sw_n=", pw.scale->num_elements(),
-                            " zp_x=", px.zp ? px.zp->num_elements() : 0, " zp_w=", pw.zp ? pw.zp->num_elements() : 0,
-                            q != nullptr ? absl::StrCat(" zp_y=", py.zp && Single(*py.zp) ? Ints(py.zp)[0] : 0)
-                                         : std::string()), to_stderr);
-    }
-    if (!rewrite) continue;
+    QdqGroup group;
+    group.matmul = k;
+    group.dq_x = index_of(dqx);
+    group.dq_w = index_of(dqw);
+    group.quantize = q != nullptr ? static_cast<long>(index_of(q)) : -1;
+    group.out = yt;
+    group.y_axis = y_axis;
+    group.trace = absl::StrCat("qdq_group node=", mm.name.empty() ? y : mm.name, " k=", K, " n=", N, " ", form,
+                               " sx_n=", px.scale->num_elements(), " sw_n=", pw.scale->num_elements(),
+                               " zp_x=", px.zp ? px.zp->num_elements() : 0, " zp_w=", pw.zp ? pw.zp->num_elements() : 0,
+                               q != nullptr ? absl::StrCat(" zp_y=", py.zp && Single(*py.zp) ? Ints(py.zp)[0] : 0)
+                                            : std::string());
+    sel.groups.push_back(std::move(group));
+  }
+  return sel;
+}
 
+int RewriteQdqGroups(Graph& g, UseDefIndex& uses, const QdqSelection& selection) {
+  using Op = internal_ops::QdqMatMul;
+  if (selection.groups.empty()) return 0;
+  std::vector<bool> drop(g.nodes.size(), false);
+  int fused = 0;
+  for (const QdqGroup& group : selection.groups) {
+    ++fused;
+    const Node& mm = g.nodes[group.matmul];
+    const Node& dqx = g.nodes[group.dq_x];
+    const Node& dqw = g.nodes[group.dq_w];
     Node f;
-    f.op_type = "QdqMatMul";
-    f.domain = "oneinfer.internal";
+    f.op_type = Op::kName;
+    f.domain = internal_ops::kDomain;
     f.name = mm.name.empty() ? absl::StrCat("qdq_matmul_", fused) : mm.name;
-    f.inputs = {xq,
-                dqx->inputs[1],
-                dqx->HasInput(2) ? dqx->inputs[2] : std::string(),
-                dqw->inputs[0],
-                dqw->inputs[1],
-                dqw->HasInput(2) ? dqw->inputs[2] : std::string()};
-    if (q != nullptr) {
-      f.inputs.push_back(q->inputs[1]);
-      f.inputs.push_back(q->HasInput(2) ? q->inputs[2] : std::string());
-      f.outputs = {q->outputs[0]};
-      drop[static_cast<size_t>(q - g.nodes.data())] = true;
+    f.inputs.resize(Op::kYScale);
+    f.inputs[Op::kX] = dqx.inputs[0];
+    f.inputs[Op::kXScale] = dqx.inputs[1];
+    f.inputs[Op::kXZeroPoint] = dqx.HasInput(2) ? dqx.inputs[2] : std::string();
+    f.inputs[Op::kW] = dqw.inputs[0];
+    f.inputs[Op::kWScale] = dqw.inputs[1];
+    f.inputs[Op::kWZeroPoint] = dqw.HasInput(2) ? dqw.inputs[2] : std::string();
+    if (group.quantize >= 0) {
+      const Node& q = g.nodes[static_cast<size_t>(group.quantize)];
+      f.inputs.push_back(q.inputs[1]);
+      f.inputs.push_back(q.HasInput(2) ? q.inputs[2] : std::string());
+      f.outputs = {q.outputs[0]};
+      drop[static_cast<size_t>(group.quantize)] = true;
     } else {
-      f.outputs = {y};
+      f.outputs = {mm.outputs[0]};
     }
-    f.attrs["out"] = StringAttr("out", yt == DType::kInt8 ? "int8" : yt == DType::kUInt8 ? "uint8" : "float32");
-    f.attrs["y_axis"] = IntAttr("y_axis", y_axis);
-    g.nodes[k] = std::move(f);
+    const DType yt = group.out;
+    f.attrs[Op::kOut] =
+        Attribute::String(Op::kOut, yt == DType::kInt8 ? "int8" : yt == DType::kUInt8 ? "uint8" : "float32");
+    f.attrs[Op::kYAxis] = Attribute::Int(Op::kYAxis, group.y_axis);
+    g.nodes[group.matmul] = std::move(f);
   }
-  if (log) {
-    for (const auto& [why, count] : rep.refused) Trace(LogCategory::kQdq, absl::StrCat("qdq_refused why=", why, " count=", count), to_stderr);
-    Trace(LogCategory::kQdq, absl::StrCat("qdq_fused count=", fused), to_stderr);
-  }
-  if (!rewrite || fused == 0) return fused;
-  EraseFusedNodes(g, drop);
+  EraseFusedNodes(g, drop, uses);
   return fused;
 }
 
+QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits) {
+  return SelectQdqGroups(UseDefIndex(g), limits).report;
+}
+
+namespace {
+
+class QdqFusionPass : public GraphPass {
+ public:
+  const char* name() const override { return "qdq_fusion"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext& ctx) const override {
+    // qdq_trace puts this session's lines on stderr; the category's sink gets them either way.
+    const bool log = TraceEnabled(LogCategory::kQdq, ctx.qdq_trace);
+    auto trace = [&](const std::string& line) { Trace(LogCategory::kQdq, line, ctx.qdq_trace); };
+    if (!ctx.qdq_fusion) {
+      if (log) trace("qdq_disabled (ONEINFER_QDQ=0 or SessionOptions::qdq_fusion = false)");
+      return 0;
+    }
+    QdqSelection sel = SelectQdqGroups(uses, ctx.qdq_limits);
+    if (log) {
+      for (const QdqGroup& group : sel.groups) trace(group.trace);
+      for (const auto& [why, count] : sel.report.refused) trace(absl::StrCat("qdq_refused why=", why, " count=", count));
+      trace(absl::StrCat("qdq_fused count=", sel.groups.size()));
+    }
+    const int fused = RewriteQdqGroups(g, uses, sel);
+    if (ctx.report != nullptr) ctx.report->qdq = std::move(sel.report);
+    return fused;
+  }
+};
+
 }  // namespace
 
-bool QdqFusionEnabledByEnv() {
-  const char* v = std::getenv("ONEINFER_QDQ");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
-int FuseQdqMatMul(Graph& g, const QdqKernelLimits& limits, QdqFusionReport* report, bool trace) {
-  return Run(g, limits, report, true, TraceEnabled(LogCategory::kQdq, trace), trace);
-}
-
-QdqFusionReport AnalyzeQdqFusion(const Graph& g, const QdqKernelLimits& limits) {
-  QdqFusionReport report;
-  Run(const_cast<Graph&>(g), limits, &report, /*rewrite=*/false, /*log=*/false);
-  return report;
-}
+std::unique_ptr<GraphPass> MakeQdqFusionPass() { return std::make_unique<QdqFusionPass>(); }
 
 }  // namespace oneinfer

@@ -897,4 +897,17 @@ absl::StatusOr<int> InferShapes(Graph& g) {
   return typed;
 }
 
+namespace {
+
+class ShapeInferencePass : public GraphPass {
+ public:
+  const char* name() const override { return "shape_inference"; }
+  // Writes only g.value_info: the index stays as it is.
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex&, const PassContext&) const override { return InferShapes(g); }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeShapeInferencePass() { return std::make_unique<ShapeInferencePass>(); }
+
 }  // namespace oneinfer

@@ -80,4 +80,20 @@ absl::Status SortTopologically(Graph& g, const std::set<std::string>& outer_name
   return absl::OkStatus();
 }
 
+namespace {
+
+class TopologicalSortPass : public GraphPass {
+ public:
+  const char* name() const override { return "topological_sort"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext&) const override {
+    if (absl::Status st = SortTopologically(g, {}); !st.ok()) return st;
+    uses.Rebuild();  // new order, and the implicit inputs it filled
+    return static_cast<int>(g.nodes.size());  // the nodes it ordered
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeTopologicalSortPass() { return std::make_unique<TopologicalSortPass>(); }
+
 }  // namespace oneinfer

@@ -2,21 +2,14 @@
 // the B operand of MatMuls whose A is float. The pair becomes one internal WeightDequantMatMul
 // node whose kernel packs the integer weight into the 4-bit or int8 GEMM's layout once and never
 // materialises the float weight (selector: Check below; action: the rewrite in the loop).
-#include <cstdlib>
-#include <cstring>
-#include <map>
-
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
 
 namespace oneinfer {
 
 namespace {
-
-const Tensor* Const(const Graph& g, const std::string& name) {
-  auto it = g.initializers.find(name);
-  return it == g.initializers.end() ? nullptr : &it->second;
-}
 
 bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
@@ -29,16 +22,23 @@ bool AllBytes(const Tensor& t, uint8_t v) {
 
 // Empty when the DequantizeLinear can be bound; else why not. Sets axis (normalised) and
 // block_size.
-std::string Check(const Graph& g, const Node& dq, int64_t* axis, int64_t* block_size) {
+std::string Check(const UseDefIndex& uses, const Node& dq, int64_t* axis, int64_t* block_size) {
+  const Graph& g = uses.graph();
   if (g.OpsetFor("") < 10) return "opset below 10";
-  const Tensor* w = dq.HasInput(0) ? Const(g, dq.inputs[0]) : nullptr;
-  const Tensor* s = dq.HasInput(1) ? Const(g, dq.inputs[1]) : nullptr;
-  const Tensor* zp = dq.HasInput(2) ? Const(g, dq.inputs[2]) : nullptr;
+  // Constant, or an initializer a feed can replace (refused below with its own reason).
+  auto value = [&](size_t i) -> const Tensor* {
+    if (!dq.HasInput(i)) return nullptr;
+    if (const Tensor* c = uses.Const(dq.inputs[i])) return c;
+    return uses.IsOverridable(dq.inputs[i]) ? &g.initializers.at(dq.inputs[i]) : nullptr;
+  };
+  const Tensor* w = value(0);
+  const Tensor* s = value(1);
+  const Tensor* zp = value(2);
   if (w == nullptr || s == nullptr || (dq.HasInput(2) && zp == nullptr))
     return "weight, scale or zero point is not a constant";
-  for (const ValueInfo& in : g.inputs)
-    for (const std::string* name : {&dq.inputs[0], &dq.inputs[1]})
-      if (in.name == *name) return "weight or scale is an overridable graph input";
+  if (uses.IsOverridable(dq.inputs[0]) || uses.IsOverridable(dq.inputs[1]))
+    return "weight or scale is an overridable graph input";
+  if (dq.HasInput(2) && uses.IsOverridable(dq.inputs[2])) return "zero point is an overridable graph input";
   if (s->dtype() != DType::kFloat32) return "scale is not float32";
   if (w->rank() != 2) return "weight is not a matrix";
   const int64_t K = w->dim(0), N = w->dim(1);
@@ -76,41 +76,35 @@ std::string Check(const Graph& g, const Node& dq, int64_t* axis, int64_t* block_
 
 }  // namespace
 
-bool WeightDequantFusionEnabled() {
-  const char* e = std::getenv("ONEINFER_WEIGHT_FUSION");
-  return e == nullptr || std::strcmp(e, "0") != 0;
-}
-
-int FuseWeightDequantMatMul(Graph& g, std::vector<std::string>* refused) {
-  std::map<std::string, size_t> producer;
-  std::map<std::string, std::vector<size_t>> readers;  // plain readers (input slots)
-  std::map<std::string, int> other_reads;              // implicit inputs and graph outputs
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    for (const std::string& o : g.nodes[k].outputs) if (!o.empty()) producer[o] = k;
-    for (const std::string& i : g.nodes[k].inputs) if (!i.empty()) readers[i].push_back(k);
-    for (const std::string& i : g.nodes[k].implicit_inputs) other_reads[i]++;
-  }
-  for (const ValueInfo& o : g.outputs) other_reads[o.name]++;
+int FuseWeightDequantMatMul(Graph& g, UseDefIndex& uses, std::vector<std::string>* refused) {
+  using Op = internal_ops::WeightDequantMatMul;
   std::vector<bool> drop(g.nodes.size(), false);
   int fused = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& dq = g.nodes[k];
     if (!IsOp(dq, "DequantizeLinear") || !dq.HasOutput(0)) continue;
     const std::string& out = dq.outputs[0];
-    const std::vector<size_t>& rd = readers[out];
-    bool only_matmul_b = !rd.empty() && other_reads[out] == 0;
+    // Plain readers (input slots); a subgraph read or a graph output keeps the float weight.
+    std::vector<size_t> rd;
+    bool only_matmul_b = !uses.IsGraphOutput(out);
+    for (const UseDefIndex::Use& use : uses.Readers(out)) {
+      only_matmul_b = only_matmul_b && use.slot != UseDefIndex::kImplicit;
+      if (use.slot != UseDefIndex::kImplicit) rd.push_back(use.node);
+    }
+    only_matmul_b = only_matmul_b && !rd.empty();
     for (size_t r : rd) {
       const Node& mm = g.nodes[r];
       only_matmul_b = only_matmul_b && IsOp(mm, "MatMul") && mm.inputs.size() == 2 &&
                       mm.inputs[1] == out && mm.inputs[0] != out;
       // A dequantised activation makes this a QDQ group: the exact QDQ fusion's (or, refused
-      // or switched off with ONEINFER_QDQ=0, the per-node path's), never a dynamic requantisation.
-      auto a = producer.find(mm.inputs.empty() ? std::string() : mm.inputs[0]);
-      only_matmul_b = only_matmul_b && !(a != producer.end() && IsOp(g.nodes[a->second], "DequantizeLinear"));
+      // or switched off with SessionOptions::qdq_fusion, the per-node path's), never a dynamic
+      // requantisation.
+      const Node* a = uses.Producer(mm.inputs.empty() ? std::string() : mm.inputs[0]);
+      only_matmul_b = only_matmul_b && !(a != nullptr && IsOp(*a, "DequantizeLinear"));
     }
     if (!only_matmul_b) continue;  // not the weight-only pattern: nothing to say
     int64_t axis = 0, block_size = 0;
-    const std::string why = Check(g, dq, &axis, &block_size);
+    const std::string why = Check(uses, dq, &axis, &block_size);
     if (!why.empty()) {
       if (refused) refused->push_back(absl::StrCat(dq.Describe(), " -> MatMul left unfused: ", why));
       continue;
@@ -118,28 +112,40 @@ int FuseWeightDequantMatMul(Graph& g, std::vector<std::string>* refused) {
     for (size_t r : rd) {
       Node& mm = g.nodes[r];
       Node f;
-      f.op_type = "WeightDequantMatMul";
-      f.domain = "oneinfer.internal";
+      f.op_type = Op::kName;
+      f.domain = internal_ops::kDomain;
       f.name = mm.name;
       f.inputs = {mm.inputs[0], dq.inputs[0], dq.inputs[1]};
       if (dq.HasInput(2)) f.inputs.push_back(dq.inputs[2]);
       f.outputs = {mm.outputs[0]};
-      Attribute a;
-      a.name = "axis";
-      a.type = Attribute::Type::kInt;
-      a.i = axis;
-      f.attrs["axis"] = a;
-      a.name = "block_size";
-      a.i = block_size;
-      f.attrs["block_size"] = a;
+      f.attrs[Op::kAxis] = Attribute::Int(Op::kAxis, axis);
+      f.attrs[Op::kBlockSize] = Attribute::Int(Op::kBlockSize, block_size);
       mm = std::move(f);
     }
     drop[k] = true;
     fused += static_cast<int>(rd.size());
   }
   if (fused == 0) return 0;
-  EraseFusedNodes(g, drop);
+  EraseFusedNodes(g, drop, uses);
   return fused;
 }
+
+namespace {
+
+class WeightDequantFusionPass : public GraphPass {
+ public:
+  const char* name() const override { return "weight_dequant_fusion"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext& ctx) const override {
+    if (!ctx.weight_fusion) return 0;  // the per-node DequantizeLinear + MatMul path runs
+    std::vector<std::string> refused;
+    const int fused = FuseWeightDequantMatMul(g, uses, &refused);
+    for (const std::string& why : refused) Log(ctx.log_level, LogLevel::kInfo, why);
+    return fused;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeWeightDequantFusionPass() { return std::make_unique<WeightDequantFusionPass>(); }
 
 }  // namespace oneinfer

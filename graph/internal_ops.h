@@ -1,0 +1,68 @@
+// The engine's internal operators: nodes that graph passes write and ops/ kernels run, never
+// read from a model file. Their domain, names, input slots and attributes are declared here
+// once, for the passes that write them and the kernels that read them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace oneinfer::internal_ops {
+
+inline constexpr char kDomain[] = "oneinfer.internal";
+inline constexpr int64_t kOpset = 1;  // every internal op has one version
+
+// QdqMatMul (graph/passes/qdq_fusion.cc -> ops/qdq_matmul.cc): an A8W8 QDQ MatMul group, inputs
+// in QLinearMatMul's order; "" marks an absent zero point, and y_scale/y_zero_point are present
+// only when the output QuantizeLinear was folded.
+struct QdqMatMul {
+  static constexpr char kName[] = "QdqMatMul";
+  enum Input : size_t { kX = 0, kXScale, kXZeroPoint, kW, kWScale, kWZeroPoint, kYScale, kYZeroPoint };
+  static constexpr char kOut[] = "out";     // string: "float32", "int8" or "uint8"
+  static constexpr char kYAxis[] = "y_axis";  // int: y_scale per tensor (0), row (1) or column (2)
+};
+
+// WeightDequantMatMul (weight_dequant_fusion.cc -> ops/weight_dequant.cc): A (float) times the
+// dequantised constant integer weight W [K, N], its scale and optional zero point.
+struct WeightDequantMatMul {
+  static constexpr char kName[] = "WeightDequantMatMul";
+  enum Input : size_t { kA = 0, kW, kScale, kZeroPoint };
+  static constexpr char kAxis[] = "axis";              // int: the scale's axis, normalised (0 or 1)
+  static constexpr char kBlockSize[] = "block_size";  // int: blocks along K (4-bit), else 0
+};
+
+// MatMulQ4NX (external_weight_binding.cc -> ops/matmul_q4nx.cc): A times a weight bound from a
+// Q4NX file, W its q4_1 chunks as a uint8 initializer.
+struct MatMulQ4NX {
+  static constexpr char kName[] = "MatMulQ4NX";
+  enum Input : size_t { kA = 0, kW };
+  static constexpr char kK[] = "K";  // int: the weight's rows (reduction length)
+  static constexpr char kN[] = "N";  // int: the weight's columns (outputs)
+};
+
+// RMSNorm (rms_norm_fusion.cc -> ops/fused.cc): x / sqrt(mean(x^2 over the last axis) + epsilon) * w.
+struct RMSNorm {
+  static constexpr char kName[] = "RMSNorm";
+  enum Input : size_t { kX = 0, kWeight };
+  static constexpr char kEpsilon[] = "epsilon";  // float
+  static constexpr float kDefaultEpsilon = 1e-6f;
+};
+
+// KVCacheAppend (kv_cache_fusion.cc -> ops/fused.cc): KVCacheAppend(past, new, buffer?) ->
+// (slot view, buffer?): slot `slot` of the stacked present buffer = past's slot then new along
+// `axis`; the first append (slot 0) allocates the buffer and outputs it, the others take it.
+struct KVCacheAppend {
+  static constexpr char kName[] = "KVCacheAppend";
+  enum Input : size_t { kPast = 0, kNew, kBuffer };
+  enum Output : size_t { kSlotView = 0, kBufferOut };
+  static constexpr char kSlot[] = "slot";  // int
+  static constexpr char kAxis[] = "axis";  // int: the sequence axis of one slot's dims
+};
+
+// KVCacheFinish (kv_cache_fusion.cc -> ops/fused.cc): KVCacheFinish(buffer, slot views...) ->
+// buffer, once every append has written its slot (the views are read only for ordering).
+struct KVCacheFinish {
+  static constexpr char kName[] = "KVCacheFinish";
+  enum Input : size_t { kBuffer = 0 };
+};
+
+}  // namespace oneinfer::internal_ops

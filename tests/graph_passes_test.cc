@@ -1,0 +1,322 @@
+// The pass framework: the shared use-def index and its one meaning of "constant", the session's
+// pass list run with the index checked after every pass, and the options that switch passes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "graph/internal_ops.h"
+#include "graph/onnx_loader.h"
+#include "graph/passes/passes.h"
+#include "oneinfer/session.h"
+#include "tests/test_util.h"
+
+namespace oneinfer {
+namespace {
+
+onnx::TensorProto Int64Tensor(const std::string& name, const std::vector<int64_t>& dims,
+                              const std::vector<int64_t>& values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) t.add_dims(d);
+  for (int64_t v : values) t.add_int64_data(v);
+  return t;
+}
+
+std::unique_ptr<Model> Load(const onnx::ModelProto& m) {
+  auto model = ModelFromProto(m, ".");
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+SessionOptions OneThread() {
+  SessionOptions o;
+  o.num_threads = 1;
+  return o;
+}
+
+int CountOps(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+// ---------------------------------------------------------------- the index
+
+TEST(UseDefIndex, ProducersReadersAndTheOneMeaningOfConstant) {
+  Graph g;
+  g.inputs.push_back(ValueInfo{"x", {}});
+  g.inputs.push_back(ValueInfo{"fed", {}});  // an initializer a feed can replace
+  g.initializers["w"] = Tensor::FromVector(DType::kFloat32, {1}, std::vector<float>{2.f});
+  g.initializers["fed"] = Tensor::FromVector(DType::kFloat32, {1}, std::vector<float>{3.f});
+  Node c;
+  c.op_type = "Constant";
+  c.outputs = {"k"};
+  Attribute value;
+  value.name = "value";
+  value.type = Attribute::Type::kTensor;
+  value.t = Tensor::FromVector(DType::kFloat32, {1}, std::vector<float>{4.f});
+  c.attrs["value"] = value;
+  Node add;
+  add.op_type = "Add";
+  add.inputs = {"x", "w"};
+  add.outputs = {"a"};
+  Node mul;
+  mul.op_type = "Mul";
+  mul.inputs = {"a", "a", "fed", "k"};
+  mul.outputs = {"y"};
+  mul.implicit_inputs = {"x"};
+  g.nodes = {c, add, mul};
+  g.outputs.push_back(ValueInfo{"y", {}});
+
+  UseDefIndex uses(g);
+  EXPECT_EQ(uses.ProducerIndex("a"), 1);
+  EXPECT_EQ(uses.Producer("x"), nullptr);
+  EXPECT_EQ(uses.Readers("a"), (std::vector<UseDefIndex::Use>{{2, 0}, {2, 1}}));
+  EXPECT_EQ(uses.Readers("x"), (std::vector<UseDefIndex::Use>{{1, 0}, {2, UseDefIndex::kImplicit}}));
+  EXPECT_TRUE(uses.IsGraphOutput("y"));
+  EXPECT_TRUE(uses.Readers("y").empty());
+  ASSERT_NE(uses.Const("w"), nullptr);
+  EXPECT_EQ(uses.Const("w")->data<float>()[0], 2.f);
+  ASSERT_NE(uses.Const("k"), nullptr);  // a Constant node's output
+  EXPECT_EQ(uses.Const("k")->data<float>()[0], 4.f);
+  EXPECT_TRUE(uses.IsOverridable("fed"));
+  EXPECT_EQ(uses.Const("fed"), nullptr);  // overridable: not a constant
+  EXPECT_EQ(uses.Const("x"), nullptr);
+  EXPECT_EQ(uses.Const("a"), nullptr);
+  EXPECT_EQ(uses.Const(""), nullptr);
+}
+
+// ---------------------------------------------------------------- RMSNorm and its epsilon
+
+// y = x / sqrt(mean(x^2, last axis) + eps) * w, as opset-21 graphs spell it.
+onnx::ModelProto RMSNormModel(bool eps_is_input) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("x", onnx::TensorProto::FLOAT, {2, 4});
+  if (eps_is_input) *g->add_input() = testing::TensorInfo("eps", onnx::TensorProto::FLOAT, {});
+  *g->add_initializer() = testing::FloatTensor("eps", {}, {1e-5f});
+  *g->add_initializer() = testing::FloatTensor("w", {4}, {1.f, 2.f, 3.f, 4.f});
+  *g->add_initializer() = Int64Tensor("axes", {1}, {-1});
+  *g->add_node() = testing::MakeNode("Mul", {"x", "x"}, {"sq"});
+  *g->add_node() = testing::MakeNode("ReduceMean", {"sq", "axes"}, {"mean"});
+  *g->add_node() = testing::MakeNode("Add", {"mean", "eps"}, {"var"});
+  *g->add_node() = testing::MakeNode("Sqrt", {"var"}, {"den"});
+  *g->add_node() = testing::MakeNode("Div", {"x", "den"}, {"xn"});
+  *g->add_node() = testing::MakeNode("Mul", {"xn", "w"}, {"y"}, "norm");
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {2, 4});
+  return m;
+}
+
+const std::vector<float> kNormX = {0.5f, -1.f, 2.f, 0.25f, 3.f, 0.f, -0.5f, 1.5f};
+
+std::vector<float> RMSNormReference(float eps) {
+  const float w[4] = {1.f, 2.f, 3.f, 4.f};
+  std::vector<float> y(8);
+  for (int r = 0; r < 2; ++r) {
+    float ss = 0;
+    for (int d = 0; d < 4; ++d) ss += kNormX[r * 4 + d] * kNormX[r * 4 + d];
+    const float den = std::sqrt(ss / 4 + eps);
+    for (int d = 0; d < 4; ++d) y[r * 4 + d] = kNormX[r * 4 + d] / den * w[d];
+  }
+  return y;
+}
+
+TEST(RMSNormFusion, AConstantEpsilonBecomesTheAttribute) {
+  auto model = Load(RMSNormModel(/*eps_is_input=*/false));
+  ASSERT_NE(model, nullptr);
+  Graph& g = model->graph;
+  ASSERT_TRUE(SortTopologically(g, {}).ok());
+  UseDefIndex uses(g);
+  ASSERT_EQ(FuseRMSNorm(g, uses), 1);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  const Node& norm = g.nodes[0];
+  EXPECT_EQ(norm.op_type, internal_ops::RMSNorm::kName);
+  EXPECT_EQ(norm.domain, internal_ops::kDomain);
+  EXPECT_EQ(norm.GetFloat(internal_ops::RMSNorm::kEpsilon, 0.f), 1e-5f);
+  EXPECT_TRUE(uses == UseDefIndex(g));
+}
+
+TEST(RMSNormFusion, AnEpsilonAFeedCanReplaceStaysUnfusedAndIsReadAtRunTime) {
+  auto model = Load(RMSNormModel(/*eps_is_input=*/true));
+  ASSERT_NE(model, nullptr);
+  Graph& g = model->graph;
+  ASSERT_TRUE(SortTopologically(g, {}).ok());
+  UseDefIndex uses(g);
+  EXPECT_EQ(FuseRMSNorm(g, uses), 0);
+  EXPECT_EQ(CountOps(g, "Sqrt"), 1);
+
+  const std::string bytes = RMSNormModel(true).SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Tensor x = Tensor::FromVector(DType::kFloat32, {2, 4}, kNormX);
+  for (float eps : {0.5f, 1e-5f}) {
+    SCOPED_TRACE(eps);
+    std::vector<Feed> feeds{{"x", x}};
+    if (eps == 0.5f) feeds.emplace_back("eps", Tensor::FromVector(DType::kFloat32, {}, std::vector<float>{eps}));
+    auto y = (*s)->Run(feeds);  // without the feed, the initializer's 1e-5
+    ASSERT_TRUE(y.ok()) << y.status();
+    const std::vector<float> expect = RMSNormReference(eps);
+    for (size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR((*y)[0].data<float>()[i], expect[i], 1e-5f) << i;
+  }
+}
+
+// ---------------------------------------------------------------- the session's pass list
+
+// Two layers' stacked KV cache: past_kv [2, 1, 3, 4] -> Gather(slot) -> Concat(new, axis 1)
+// -> Unsqueeze(0) -> Concat(axis 0) = present_kv; each layer also reads its slot (Neg).
+onnx::ModelProto StackedKVModel() {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("past_kv", onnx::TensorProto::FLOAT, {2, 1, 3, 4});
+  *g->add_initializer() = Int64Tensor("axes0", {1}, {0});
+  for (int s = 0; s < 2; ++s) {
+    const std::string i = std::to_string(s);
+    *g->add_input() = testing::TensorInfo("new" + i, onnx::TensorProto::FLOAT, {1, 1, 4});
+    *g->add_initializer() = Int64Tensor("slot" + i, {}, {s});
+    *g->add_node() = testing::MakeNode("Gather", {"past_kv", "slot" + i}, {"g" + i});
+    onnx::NodeProto concat = testing::MakeNode("Concat", {"g" + i, "new" + i}, {"c" + i});
+    auto* axis = concat.add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(1);
+    *g->add_node() = concat;
+    *g->add_node() = testing::MakeNode("Unsqueeze", {"c" + i, "axes0"}, {"u" + i});
+    *g->add_node() = testing::MakeNode("Neg", {"c" + i}, {"y" + i});
+    *g->add_output() = testing::TensorInfo("y" + i, onnx::TensorProto::FLOAT, {1, 4, 4});
+  }
+  onnx::NodeProto stack = testing::MakeNode("Concat", {"u0", "u1"}, {"present_kv"});
+  auto* axis = stack.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  *g->add_node() = stack;
+  *g->add_output() = testing::TensorInfo("present_kv", onnx::TensorProto::FLOAT, {2, 1, 4, 4});
+  return m;
+}
+
+TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
+  for (const onnx::ModelProto& m : {StackedKVModel(), RMSNormModel(false), RMSNormModel(true)}) {
+    auto model = Load(m);
+    ASSERT_NE(model, nullptr);
+    PassReport report;
+    PassContext ctx;
+    ctx.constant_folding = false;
+    ctx.check_uses = true;
+    ctx.report = &report;
+    ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+    EXPECT_EQ(report.counts.size(), 9u);  // every pass ran (dead_node_elimination twice, one entry)
+  }
+  auto model = Load(StackedKVModel());
+  PassReport report;
+  PassContext ctx;
+  ctx.report = &report;
+  ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+  EXPECT_EQ(report.counts["kv_cache_fusion"], 1);
+  EXPECT_EQ(report.counts["dead_node_elimination"], 2);  // the two Unsqueezes
+  EXPECT_EQ(CountOps(model->graph, internal_ops::KVCacheAppend::kName), 2);
+  EXPECT_EQ(CountOps(model->graph, internal_ops::KVCacheFinish::kName), 1);
+  EXPECT_EQ(CountOps(model->graph, "Concat"), 0);
+}
+
+TEST(GraphPasses, TheStackedKVCacheRunsFusedToTheSameValues) {
+  const std::string bytes = StackedKVModel().SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<float> past(2 * 3 * 4), fresh0(4), fresh1(4);
+  for (size_t i = 0; i < past.size(); ++i) past[i] = static_cast<float>(i);
+  for (size_t i = 0; i < 4; ++i) fresh0[i] = 100.f + i, fresh1[i] = 200.f + i;
+  auto out = (*s)->Run({{"past_kv", Tensor::FromVector(DType::kFloat32, {2, 1, 3, 4}, past)},
+                        {"new0", Tensor::FromVector(DType::kFloat32, {1, 1, 4}, fresh0)},
+                        {"new1", Tensor::FromVector(DType::kFloat32, {1, 1, 4}, fresh1)}},
+                       {"present_kv", "y1"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float* present = (*out)[0].data<float>();
+  for (int slot = 0; slot < 2; ++slot) {
+    for (int row = 0; row < 4; ++row) {
+      for (int d = 0; d < 4; ++d) {
+        const float want = row < 3 ? past[static_cast<size_t>((slot * 3 + row) * 4 + d)]
+                                   : (slot == 0 ? fresh0 : fresh1)[static_cast<size_t>(d)];
+        EXPECT_EQ(present[(slot * 4 + row) * 4 + d], want) << slot << " " << row << " " << d;
+        if (slot == 1) {
+          EXPECT_EQ((*out)[1].data<float>()[row * 4 + d], -want);
+        }
+      }
+    }
+  }
+}
+
+// A pass that edits the nodes without telling the index.
+class ForgetfulPass : public GraphPass {
+ public:
+  const char* name() const override { return "forgetful"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex&, const PassContext&) const override {
+    g.nodes.pop_back();
+    return 1;
+  }
+};
+
+TEST(GraphPasses, AStaleIndexIsCaughtAndNamesThePass) {
+  auto model = Load(RMSNormModel(false));
+  std::vector<std::unique_ptr<GraphPass>> passes;
+  passes.push_back(std::make_unique<ForgetfulPass>());
+  PassContext ctx;
+  ctx.check_uses = true;
+  const absl::Status st = RunPasses(model->graph, passes, ctx);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(st.message().find("forgetful"), std::string::npos) << st;
+}
+
+// x [2, 3] * DequantizeLinear(int8 weight [3, 2], per-tensor scale, zero point 0).
+onnx::ModelProto WeightOnlyModel() {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("x", onnx::TensorProto::FLOAT, {2, 3});
+  onnx::TensorProto w;
+  w.set_name("w_q");
+  w.set_data_type(onnx::TensorProto::INT8);
+  w.add_dims(3);
+  w.add_dims(2);
+  for (int v : {1, -2, 3, -4, 5, -6}) w.add_int32_data(v);
+  *g->add_initializer() = w;
+  onnx::TensorProto zp;
+  zp.set_name("w_zp");
+  zp.set_data_type(onnx::TensorProto::INT8);
+  zp.add_int32_data(0);
+  *g->add_initializer() = zp;
+  *g->add_initializer() = testing::FloatTensor("w_s", {}, {0.5f});
+  *g->add_node() = testing::MakeNode("DequantizeLinear", {"w_q", "w_s", "w_zp"}, {"w"});
+  *g->add_node() = testing::MakeNode("MatMul", {"x", "w"}, {"y"}, "mm");
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {2, 2});
+  return m;
+}
+
+TEST(GraphPasses, WeightFusionIsAnOption) {
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on);
+    auto model = Load(WeightOnlyModel());
+    PassReport report;
+    PassContext ctx;
+    ctx.weight_fusion = on;
+    ctx.constant_folding = false;
+    ctx.report = &report;
+    ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+    EXPECT_EQ(report.counts["weight_dequant_fusion"], on ? 1 : 0);
+    EXPECT_EQ(CountOps(model->graph, internal_ops::WeightDequantMatMul::kName), on ? 1 : 0);
+    EXPECT_EQ(CountOps(model->graph, "DequantizeLinear"), on ? 0 : 1);
+  }
+}
+
+TEST(GraphPasses, CanonicalDomainIsOneRule) {
+  EXPECT_EQ(CanonicalDomain("ai.onnx"), "");
+  EXPECT_EQ(CanonicalDomain(""), "");
+  EXPECT_EQ(CanonicalDomain("com.microsoft"), "com.microsoft");
+  Graph g;
+  g.opsets[""] = 17;
+  EXPECT_EQ(g.OpsetFor("ai.onnx"), 17);
+}
+
+}  // namespace
+}  // namespace oneinfer
