@@ -26,7 +26,6 @@ class SessionImpl {
   const std::vector<IOInfo>& outputs() const { return outputs_; }
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
-  int folded_nodes() const { return folded_; }
   const QdqFusionSummary& qdq_fusion() const { return qdq_fusion_; }
 
   // Runs with values (tensors, sequences, optionals) fed by name; outputs in graph order.
