@@ -72,7 +72,7 @@ TEST(SignalOps, DftOpset20AxisInputAndIrfftRoundTrip) {
   auto back = irfft.Run({(*spec)[0].tensor, Tensor(), Int64s({}, {-2})});
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ((*back)[0].tensor.shape(), (Shape{n, 1}));
-  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR((*back)[0].tensor.data<float>()[i], x[static_cast<size_t>(i)], 1e-4);
+  testing::ExpectTensorNear((*back)[0].tensor, Floats({n, 1}, x), 1e-4);
 }
 
 TEST(SignalOps, DftRejectsBadAxis) {
@@ -90,8 +90,7 @@ TEST(ImageOps, ResizeLinearAntialiasAndAxes) {
   ASSERT_TRUE(r.ok()) << r.status();
   const Tensor& y = (*r)[0].tensor;
   ASSERT_EQ(y.shape(), (Shape{1, 2}));
-  EXPECT_NEAR(y.data<float>()[0], 1.625f, 1e-5);
-  EXPECT_NEAR(y.data<float>()[1], 3.375f, 1e-5);
+  testing::ExpectTensorNear(y, Floats({1, 2}, {1.625f, 3.375f}), 1e-5);
 }
 
 TEST(ImageOps, ResizeKeepAspectRatioNotLarger) {
