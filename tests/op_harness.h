@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "engine/session_impl.h"
 #include "graph/ir.h"
+#include "ops/families.h"
 #include "oneinfer/session.h"
 #include "oneinfer/tensor.h"
 
@@ -88,7 +89,7 @@ inline TypeInfo TypeOf(const Value& v) {
 //   OneNode{.op = "Pad", .opset = 19, .attrs = {StrAttr("mode", "wrap")}}.Run({x, pads})
 struct OneNode {
   std::string op;
-  int64_t opset = 21;  // of the node's domain; ai.onnx is at 21 when the node is in another
+  int64_t opset = kNewestOpset;  // of the node's domain (ai.onnx is at kNewestOpset for other domains)
   std::string domain;  // "" is ai.onnx
   std::vector<Attribute> attrs;
   size_t num_outputs = 1;
@@ -102,7 +103,7 @@ struct OneNode {
     auto model = std::make_unique<Model>();
     Graph& g = model->graph;
     g.name = "test";
-    g.opsets[""] = domain.empty() ? opset : 21;
+    g.opsets[""] = domain.empty() ? opset : kNewestOpset;
     if (!domain.empty()) g.opsets[domain] = opset;
     Node n;
     n.name = "n";
