@@ -27,7 +27,6 @@ class SessionImpl {
   const std::vector<IOInfo>& outputs() const { return outputs_; }
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
-  int folded_nodes() const { return folded_; }
   const QdqFusionSummary& qdq_fusion() const { return qdq_fusion_; }
   // The NPU router built from SessionOptions::npu; null when npu.designs is empty.
   npu::Router* npu_router() const { return npu_router_.get(); }

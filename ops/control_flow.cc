@@ -479,14 +479,9 @@ KernelFactory Factory() {
 }  // namespace
 
 void RegisterControlFlowOps(KernelRegistry& r) {
-  const std::vector<std::pair<int64_t, int64_t>> ranges = {{1, 10}, {11, 12}, {13, 15}, {16, 18}, {19, 20}, {21, 21}};
-  for (auto [a, b] : ranges) {
-    r.Add("", "If", a, b, Factory<IfKernel>()).accepts_non_tensors = true;
-    r.Add("", "Loop", a, b, Factory<LoopKernel>()).accepts_non_tensors = true;
-  }
-  for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {9, 10}, {11, 15}, {16, 18}, {19, 20}, {21, 21}}) {
-    r.Add("", "Scan", a, b, Factory<ScanKernel>()).accepts_non_tensors = true;
-  }
+  AddVersions(r, "If", {1, 11, 13, 16, 19, 21}, Factory<IfKernel>(), /*non_tensors=*/true);
+  AddVersions(r, "Loop", {1, 11, 13, 16, 19, 21}, Factory<LoopKernel>(), /*non_tensors=*/true);
+  AddVersions(r, "Scan", {8, 9, 11, 16, 19, 21}, Factory<ScanKernel>(), /*non_tensors=*/true);
 }
 
 }  // namespace oneinfer

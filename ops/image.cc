@@ -728,16 +728,10 @@ void RegisterImageOps(KernelRegistry& r) {
   r.Add("", "Upsample", 7, 8, ResizeFactory(3));
   r.Add("", "Upsample", 9, 9, ResizeFactory(2));
   r.Add("", "Resize", 10, 10, ResizeFactory(1));
-  r.Add("", "Resize", 11, 12, ResizeFactory(0));
-  r.Add("", "Resize", 13, 17, ResizeFactory(0));
-  r.Add("", "Resize", 18, 18, ResizeFactory(0));
-  r.Add("", "Resize", 19, 21, ResizeFactory(0));
-  r.Add("", "RoiAlign", 10, 15, RoiAlignFactory());
-  r.Add("", "RoiAlign", 16, 21, RoiAlignFactory());
-  r.AddFn("", "NonMaxSuppression", 10, 10, NonMaxSuppression);
-  r.AddFn("", "NonMaxSuppression", 11, 21, NonMaxSuppression);
-  r.Add("", "GridSample", 16, 19, GridSampleFactory());
-  r.Add("", "GridSample", 20, 21, GridSampleFactory());
+  AddVersions(r, "Resize", {11, 13, 18, 19}, ResizeFactory(0));
+  AddVersions(r, "RoiAlign", {10, 16}, RoiAlignFactory());
+  AddVersions(r, "NonMaxSuppression", {10, 11}, NonMaxSuppression);
+  AddVersions(r, "GridSample", {16, 20}, GridSampleFactory());
 }
 
 }  // namespace oneinfer

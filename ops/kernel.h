@@ -142,7 +142,6 @@ class KernelRegistry {
   const Entry* Find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   // True if some version of the op is registered (for "unsupported opset" vs "unknown op").
   bool Knows(const std::string& domain, const std::string& op_type) const;
-  const std::deque<Entry>& entries() const { return entries_; }
 
  private:
   std::deque<Entry> entries_;  // deque: Add() hands out references that must stay valid

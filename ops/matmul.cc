@@ -127,9 +127,10 @@ absl::Status MatMulCompute(OpContext& ctx) {
 }
 
 // MatMul whose B is a constant float32 [K, N] matrix. The weight is prepared into a kernel's
-// own layout on the first run (not at load, so loading never reads the weights), after which
-// its mapped file pages are dropped: the prepared copy replaces them. `Weights` is the prepared
-// form; `multiply(rows, a, weights, y, pool)` computes y = a * B.
+// own layout once, by PrepareWeights when the session loads (or on the first run when
+// SessionOptions::prepare_weights is off), after which its mapped file pages are dropped: the
+// prepared copy replaces them. `Weights` is the prepared form; `multiply(rows, a, weights, y,
+// pool)` computes y = a * B.
 template <typename Weights>
 class ConstantWeightMatMulKernel : public OpKernel {
  public:

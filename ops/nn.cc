@@ -16,7 +16,6 @@
 
 namespace oneinfer {
 
-void RegisterNNNormOps(KernelRegistry& r);  // ops/nn_norm.cc
 
 
 namespace {
@@ -688,22 +687,14 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeMaxUnpool(const KernelInit& init) 
 }  // namespace
 
 void RegisterNNOps(KernelRegistry& r) {
-  using R = std::pair<int64_t, int64_t>;
-  for (auto [f, l] : {R{1, 10}, R{11, 21}}) {
-    r.Add("", "Conv", f, l, MakeConv);
-    r.Add("", "ConvTranspose", f, l, MakeConvTranspose);
-  }
-  for (auto [f, l] : {R{1, 7}, R{8, 9}, R{10, 10}, R{11, 11}, R{12, 21}})
-    r.Add("", "MaxPool", f, l, MakePool(PoolKind::kMax));
-  for (auto [f, l] : {R{1, 6}, R{7, 9}, R{10, 10}, R{11, 18}, R{19, 21}})
-    r.Add("", "AveragePool", f, l, MakePool(PoolKind::kAverage));
-  for (auto [f, l] : {R{1, 1}, R{2, 10}, R{11, 17}, R{18, 21}})
-    r.Add("", "LpPool", f, l, MakePool(PoolKind::kLp));
-  r.AddFn("", "GlobalAveragePool", 1, 21, GlobalPoolCompute<false>);
-  r.AddFn("", "GlobalMaxPool", 1, 21, GlobalPoolCompute<true>);
-  r.Add("", "MaxUnpool", 9, 10, MakeMaxUnpool);
-  r.Add("", "MaxUnpool", 11, 21, MakeMaxUnpool);
-  RegisterNNNormOps(r);
+  AddVersions(r, "Conv", {1, 11}, MakeConv);
+  AddVersions(r, "ConvTranspose", {1, 11}, MakeConvTranspose);
+  AddVersions(r, "MaxPool", {1, 8, 10, 11, 12}, MakePool(PoolKind::kMax));
+  AddVersions(r, "AveragePool", {1, 7, 10, 11, 19}, MakePool(PoolKind::kAverage));
+  AddVersions(r, "LpPool", {1, 2, 11, 18}, MakePool(PoolKind::kLp));
+  AddVersions(r, "GlobalAveragePool", {1}, GlobalPoolCompute<false>);
+  AddVersions(r, "GlobalMaxPool", {1}, GlobalPoolCompute<true>);
+  AddVersions(r, "MaxUnpool", {9, 11}, MakeMaxUnpool);
 }
 
 }  // namespace oneinfer

@@ -393,19 +393,12 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeDropout(const KernelInit& init) {
 }  // namespace
 
 void RegisterNNNormOps(KernelRegistry& r) {
-  using R = std::pair<int64_t, int64_t>;
-  for (auto [f, l] : {R{1, 5}, R{6, 6}, R{7, 8}, R{9, 13}, R{14, 14}, R{15, 21}})
-    r.AddFn("", "BatchNormalization", f, l, BatchNormCompute);
-  r.AddFn("", "InstanceNormalization", 1, 5, InstanceNormCompute);
-  r.AddFn("", "InstanceNormalization", 6, 21, InstanceNormCompute);
-  r.AddFn("", "LRN", 1, 12, LrnCompute);
-  r.AddFn("", "LRN", 13, 21, LrnCompute);
-  r.AddFn("", "MeanVarianceNormalization", 9, 12, MvnCompute);
-  r.AddFn("", "MeanVarianceNormalization", 13, 21, MvnCompute);
-  r.Add("", "GroupNormalization", 18, 20, MakeGroupNorm);
-  r.Add("", "GroupNormalization", 21, 21, MakeGroupNorm);
-  for (auto [f, l] : {R{1, 5}, R{6, 6}, R{7, 9}, R{10, 11}, R{12, 12}, R{13, 21}})
-    r.Add("", "Dropout", f, l, MakeDropout);
+  AddVersions(r, "BatchNormalization", {1, 6, 7, 9, 14, 15}, BatchNormCompute);
+  AddVersions(r, "InstanceNormalization", {1, 6}, InstanceNormCompute);
+  AddVersions(r, "LRN", {1, 13}, LrnCompute);
+  AddVersions(r, "MeanVarianceNormalization", {9, 13}, MvnCompute);
+  AddVersions(r, "GroupNormalization", {18, 21}, MakeGroupNorm);
+  AddVersions(r, "Dropout", {1, 6, 7, 10, 12, 13}, MakeDropout);
 }
 
 }  // namespace oneinfer

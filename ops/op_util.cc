@@ -127,4 +127,20 @@ absl::StatusOr<Tensor> CastTensor(const Tensor& in, DType to) {
   return out;
 }
 
+KernelFactory Checked(std::function<absl::Status(const KernelInit&)> check, KernelFn fn) {
+  return [check = std::move(check), fn = std::move(fn)](const KernelInit& init)
+             -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    absl::Status s = check(init);
+    if (!s.ok()) return s;
+    return MakeFnKernel(fn)(init);
+  };
+}
+
+absl::Status CheckOneOf(const KernelInit& init, const std::string& attr, const std::string& def,
+                        std::initializer_list<const char*> allowed) {
+  const std::string v = init.node().GetString(attr, def);
+  for (const char* a : allowed) if (v == a) return absl::OkStatus();
+  return Unimplemented(init.node(), "unsupported ", attr, " '", v, "'");
+}
+
 }  // namespace oneinfer

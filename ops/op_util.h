@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -96,5 +99,21 @@ inline bool IsPacked(DType t) { return t == DType::kInt4 || t == DType::kUInt4; 
 
 // Copies a tensor element-wise into another dtype (ONNX Cast semantics for numerics).
 absl::StatusOr<Tensor> CastTensor(const Tensor& in, DType to);
+
+// Kernel factories that read the node once at load time, so attribute errors fail the load.
+// make(init) returns the KernelFn, or the error.
+template <typename Make>
+KernelFactory WithInit(Make make) {
+  return [make](const KernelInit& init) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    absl::StatusOr<KernelFn> fn = make(init);
+    if (!fn.ok()) return fn.status();
+    return MakeFnKernel(*std::move(fn))(init);
+  };
+}
+// fn, after check(init) accepts the node.
+KernelFactory Checked(std::function<absl::Status(const KernelInit&)> check, KernelFn fn);
+// Unimplemented unless string attribute `attr` (default `def`) is one of `allowed`.
+absl::Status CheckOneOf(const KernelInit& init, const std::string& attr, const std::string& def,
+                        std::initializer_list<const char*> allowed);
 
 }  // namespace oneinfer

@@ -833,18 +833,14 @@ KernelFactory QDQFactory(bool quantize) {
 void RegisterQuantizeOps(KernelRegistry& r) {
   for (bool q : {true, false}) {
     const char* op = q ? "QuantizeLinear" : "DequantizeLinear";
-    r.Add("", op, 10, 12, QDQFactory(q));
-    r.Add("", op, 13, 18, QDQFactory(q));
-    r.Add("", op, 19, 20, QDQFactory(q));
-    r.Add("", op, 21, 21, QDQFactory(q));
+    AddVersions(r, op, {10, 13, 19, 21}, QDQFactory(q));
     r.Add("com.microsoft", op, 1, 1, QDQFactory(q));
   }
-  r.AddFn("", "DynamicQuantizeLinear", 11, 21, DynamicQuantizeLinear);
-  r.Add("", "MatMulInteger", 10, 21, BindConstantWeight(MakeFusedMatMulInteger, MatMulInteger));
-  r.Add("", "QLinearMatMul", 10, 20, BindConstantWeight(MakeFusedQLinearMatMul, QLinearMatMul));
-  r.Add("", "QLinearMatMul", 21, 21, BindConstantWeight(MakeFusedQLinearMatMul, QLinearMatMul));
-  r.Add("", "ConvInteger", 10, 21, MakeConvInteger);
-  r.Add("", "QLinearConv", 10, 21, MakeQLinearConv);
+  AddVersions(r, "DynamicQuantizeLinear", {11}, DynamicQuantizeLinear);
+  AddVersions(r, "MatMulInteger", {10}, BindConstantWeight(MakeFusedMatMulInteger, MatMulInteger));
+  AddVersions(r, "QLinearMatMul", {10, 21}, BindConstantWeight(MakeFusedQLinearMatMul, QLinearMatMul));
+  AddVersions(r, "ConvInteger", {10}, MakeConvInteger);
+  AddVersions(r, "QLinearConv", {10}, MakeQLinearConv);
 }
 
 }  // namespace oneinfer

@@ -185,12 +185,12 @@ KernelFactory RandomFactory(RandomKernel::Kind kind) {
 
 void RegisterRandomOps(KernelRegistry& r) {
   using K = RandomKernel::Kind;
-  r.Add("", "RandomUniform", 1, 21, RandomFactory(K::kUniform));
-  r.Add("", "RandomNormal", 1, 21, RandomFactory(K::kNormal));
-  r.Add("", "RandomUniformLike", 1, 21, RandomFactory(K::kUniformLike));
-  r.Add("", "RandomNormalLike", 1, 21, RandomFactory(K::kNormalLike));
-  r.Add("", "Bernoulli", 15, 21, RandomFactory(K::kBernoulli));
-  r.Add("", "Multinomial", 7, 21, RandomFactory(K::kMultinomial));
+  AddVersions(r, "RandomUniform", {1}, RandomFactory(K::kUniform));
+  AddVersions(r, "RandomNormal", {1}, RandomFactory(K::kNormal));
+  AddVersions(r, "RandomUniformLike", {1}, RandomFactory(K::kUniformLike));
+  AddVersions(r, "RandomNormalLike", {1}, RandomFactory(K::kNormalLike));
+  AddVersions(r, "Bernoulli", {15}, RandomFactory(K::kBernoulli));
+  AddVersions(r, "Multinomial", {7}, RandomFactory(K::kMultinomial));
 }
 
 }  // namespace oneinfer

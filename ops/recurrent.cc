@@ -345,16 +345,9 @@ KernelFactory RnnFactory(Cell cell) {
 }  // namespace
 
 void RegisterRecurrentOps(KernelRegistry& r) {
-  r.Add("", "RNN", 1, 6, RnnFactory(Cell::kRNN));
-  r.Add("", "RNN", 7, 13, RnnFactory(Cell::kRNN));
-  r.Add("", "RNN", 14, 21, RnnFactory(Cell::kRNN));
-  r.Add("", "GRU", 1, 2, RnnFactory(Cell::kGRU));
-  r.Add("", "GRU", 3, 6, RnnFactory(Cell::kGRU));
-  r.Add("", "GRU", 7, 13, RnnFactory(Cell::kGRU));
-  r.Add("", "GRU", 14, 21, RnnFactory(Cell::kGRU));
-  r.Add("", "LSTM", 1, 6, RnnFactory(Cell::kLSTM));
-  r.Add("", "LSTM", 7, 13, RnnFactory(Cell::kLSTM));
-  r.Add("", "LSTM", 14, 21, RnnFactory(Cell::kLSTM));
+  AddVersions(r, "RNN", {1, 7, 14}, RnnFactory(Cell::kRNN));
+  AddVersions(r, "GRU", {1, 3, 7, 14}, RnnFactory(Cell::kGRU));
+  AddVersions(r, "LSTM", {1, 7, 14}, RnnFactory(Cell::kLSTM));
 }
 
 }  // namespace oneinfer

@@ -738,46 +738,27 @@ void RegisterReductionOps(KernelRegistry& r) {
     r.Add("", op.name, 1, 10, MakeReduce(op.kind, false));
     r.Add("", op.name, 11, 12, MakeReduce(op.kind, false));
     r.Add("", op.name, 13, 17, MakeReduce(op.kind, false));
-    r.Add("", op.name, 18, 21, MakeReduce(op.kind, true));
+    AddVersions(r, op.name, {18}, MakeReduce(op.kind, true));
   }
   for (const R& op : {R{"ReduceMax", RK::kMax}, R{"ReduceMin", RK::kMin}}) {
     r.Add("", op.name, 1, 10, MakeReduce(op.kind, false));
     r.Add("", op.name, 11, 11, MakeReduce(op.kind, false));
     r.Add("", op.name, 12, 12, MakeReduce(op.kind, false));
     r.Add("", op.name, 13, 17, MakeReduce(op.kind, false));
-    r.Add("", op.name, 18, 19, MakeReduce(op.kind, true));
-    r.Add("", op.name, 20, 21, MakeReduce(op.kind, true));
+    AddVersions(r, op.name, {18, 20}, MakeReduce(op.kind, true));
   }
   r.Add("", "ReduceSum", 1, 10, MakeReduce(RK::kSum, false));
   r.Add("", "ReduceSum", 11, 12, MakeReduce(RK::kSum, false));
-  r.Add("", "ReduceSum", 13, 21, MakeReduce(RK::kSum, true));
+  AddVersions(r, "ReduceSum", {13}, MakeReduce(RK::kSum, true));
 
-  for (bool is_max : {true, false}) {
-    const char* name = is_max ? "ArgMax" : "ArgMin";
-    r.Add("", name, 1, 10, MakeArg(is_max));
-    r.Add("", name, 11, 11, MakeArg(is_max));
-    r.Add("", name, 12, 12, MakeArg(is_max));
-    r.Add("", name, 13, 21, MakeArg(is_max));
-  }
+  for (bool is_max : {true, false}) AddVersions(r, is_max ? "ArgMax" : "ArgMin", {1, 11, 12, 13}, MakeArg(is_max));
 
-  r.Add("", "Softmax", 1, 10, MakeSoftmax<SM::kSoftmax>());
-  r.Add("", "Softmax", 11, 12, MakeSoftmax<SM::kSoftmax>());
-  r.Add("", "Softmax", 13, 21, MakeSoftmax<SM::kSoftmax>());
-  r.Add("", "LogSoftmax", 1, 10, MakeSoftmax<SM::kLogSoftmax>());
-  r.Add("", "LogSoftmax", 11, 12, MakeSoftmax<SM::kLogSoftmax>());
-  r.Add("", "LogSoftmax", 13, 21, MakeSoftmax<SM::kLogSoftmax>());
-  r.Add("", "Hardmax", 1, 10, MakeSoftmax<SM::kHardmax>());
-  r.Add("", "Hardmax", 11, 12, MakeSoftmax<SM::kHardmax>());
-  r.Add("", "Hardmax", 13, 21, MakeSoftmax<SM::kHardmax>());
-
-  r.Add("", "CumSum", 11, 13, MakeCumSum());
-  r.Add("", "CumSum", 14, 21, MakeCumSum());
-
-  r.Add("", "TopK", 1, 9, MakeTopK());
-  r.Add("", "TopK", 10, 10, MakeTopK());
-  r.Add("", "TopK", 11, 21, MakeTopK());
-
-  r.Add("", "LayerNormalization", 17, 21, MakeLayerNorm());
+  AddVersions(r, "Softmax", {1, 11, 13}, MakeSoftmax<SM::kSoftmax>());
+  AddVersions(r, "LogSoftmax", {1, 11, 13}, MakeSoftmax<SM::kLogSoftmax>());
+  AddVersions(r, "Hardmax", {1, 11, 13}, MakeSoftmax<SM::kHardmax>());
+  AddVersions(r, "CumSum", {11, 14}, MakeCumSum());
+  AddVersions(r, "TopK", {1, 10, 11}, MakeTopK());
+  AddVersions(r, "LayerNormalization", {17}, MakeLayerNorm());
 }
 
 }  // namespace oneinfer

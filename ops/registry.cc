@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include "ops/kernel.h"
 #include "ops/families.h"
@@ -22,14 +23,35 @@ KernelFactory MakeFnKernel(KernelFn fn) {
   };
 }
 
+void AddVersions(KernelRegistry& r, const std::string& op, std::initializer_list<int64_t> since,
+                 const KernelFactory& factory, bool non_tensors) {
+  const std::vector<int64_t> v(since);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int64_t last = i + 1 < v.size() ? v[i + 1] - 1 : kNewestOpset;
+    r.Add("", op, v[i], last, factory).accepts_non_tensors = non_tensors;
+  }
+}
+
+void AddVersions(KernelRegistry& r, const std::string& op, std::initializer_list<int64_t> since, KernelFn fn) {
+  AddVersions(r, op, since, MakeFnKernel(std::move(fn)));
+}
+
 KernelRegistry& KernelRegistry::Global() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
-    RegisterElementwiseOps(*r);
+    RegisterUnaryOps(*r);
+    RegisterBinaryOps(*r);
+    RegisterLogicOps(*r);
+    RegisterCastOps(*r);
     RegisterReductionOps(*r);
-    RegisterTensorOps(*r);
+    RegisterShapeOps(*r);
+    RegisterSliceConcatOps(*r);
+    RegisterGatherScatterOps(*r);
+    RegisterGeneratorOps(*r);
+    RegisterSelectionOps(*r);
     RegisterMatMulOps(*r);
     RegisterNNOps(*r);
+    RegisterNNNormOps(*r);
     RegisterQuantizeOps(*r);
     RegisterRecurrentOps(*r);
     RegisterControlFlowOps(*r);

@@ -323,21 +323,22 @@ class SequenceMapKernel : public OpKernel {
 }  // namespace
 
 void RegisterSequenceOps(KernelRegistry& r) {
-  auto add = [&](const char* op, int64_t a, int64_t b, KernelFn fn) { r.AddFn("", op, a, b, std::move(fn)).accepts_non_tensors = true; };
-  add("SequenceEmpty", 11, 21, SequenceEmpty);
-  add("SequenceConstruct", 11, 21, SequenceConstruct);
-  add("SequenceInsert", 11, 21, SequenceInsert);
-  add("SequenceAt", 11, 21, SequenceAt);
-  add("SequenceErase", 11, 21, SequenceErase);
-  add("SequenceLength", 11, 21, SequenceLength);
-  add("SplitToSequence", 11, 21, SplitToSequence);
-  add("ConcatFromSequence", 11, 21, ConcatFromSequence);
-  add("Optional", 15, 21, OptionalOp);
-  add("OptionalHasElement", 15, 17, OptionalHasElement);
-  add("OptionalHasElement", 18, 21, OptionalHasElement);
-  add("OptionalGetElement", 15, 17, OptionalGetElement);
-  add("OptionalGetElement", 18, 21, OptionalGetElement);
-  r.Add("", "SequenceMap", 17, 21, SequenceMapKernel::Create).accepts_non_tensors = true;
+  // Sequences and optionals are not tensors.
+  auto add = [&](const char* op, std::initializer_list<int64_t> since, KernelFactory factory) {
+    AddVersions(r, op, since, factory, /*non_tensors=*/true);
+  };
+  add("SequenceEmpty", {11}, MakeFnKernel(SequenceEmpty));
+  add("SequenceConstruct", {11}, MakeFnKernel(SequenceConstruct));
+  add("SequenceInsert", {11}, MakeFnKernel(SequenceInsert));
+  add("SequenceAt", {11}, MakeFnKernel(SequenceAt));
+  add("SequenceErase", {11}, MakeFnKernel(SequenceErase));
+  add("SequenceLength", {11}, MakeFnKernel(SequenceLength));
+  add("SplitToSequence", {11}, MakeFnKernel(SplitToSequence));
+  add("ConcatFromSequence", {11}, MakeFnKernel(ConcatFromSequence));
+  add("Optional", {15}, MakeFnKernel(OptionalOp));
+  add("OptionalHasElement", {15, 18}, MakeFnKernel(OptionalHasElement));
+  add("OptionalGetElement", {15, 18}, MakeFnKernel(OptionalGetElement));
+  add("SequenceMap", {17}, SequenceMapKernel::Create);
 }
 
 }  // namespace oneinfer

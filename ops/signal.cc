@@ -346,13 +346,12 @@ absl::Status MelWeightMatrix(OpContext& ctx) {
 }  // namespace
 
 void RegisterSignalOps(KernelRegistry& r) {
-  r.AddFn("", "DFT", 17, 19, Dft);
-  r.AddFn("", "DFT", 20, 21, Dft);
-  r.AddFn("", "STFT", 17, 21, Stft);
-  r.AddFn("", "HannWindow", 17, 21, WindowFn(0.5, 0.5, 0.0));
-  r.AddFn("", "HammingWindow", 17, 21, WindowFn(25.0 / 46.0, 21.0 / 46.0, 0.0));
-  r.AddFn("", "BlackmanWindow", 17, 21, WindowFn(0.42, 0.5, 0.08));
-  r.AddFn("", "MelWeightMatrix", 17, 21, MelWeightMatrix);
+  AddVersions(r, "DFT", {17, 20}, Dft);
+  AddVersions(r, "STFT", {17}, Stft);
+  AddVersions(r, "HannWindow", {17}, WindowFn(0.5, 0.5, 0.0));
+  AddVersions(r, "HammingWindow", {17}, WindowFn(25.0 / 46.0, 21.0 / 46.0, 0.0));
+  AddVersions(r, "BlackmanWindow", {17}, WindowFn(0.42, 0.5, 0.08));
+  AddVersions(r, "MelWeightMatrix", {17}, MelWeightMatrix);
 }
 
 }  // namespace oneinfer

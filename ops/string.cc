@@ -372,11 +372,11 @@ absl::Status StringSplit(OpContext& ctx) {
 }  // namespace
 
 void RegisterStringOps(KernelRegistry& r) {
-  r.Add("", "StringNormalizer", 10, 21, MakeStringNormalizer);
-  r.Add("", "TfIdfVectorizer", 9, 21, MakeTfIdf);
-  r.AddFn("", "StringConcat", 20, 21, StringConcat);
-  r.Add("", "RegexFullMatch", 20, 21, MakeRegexFullMatch);
-  r.AddFn("", "StringSplit", 20, 21, StringSplit);
+  AddVersions(r, "StringNormalizer", {10}, MakeStringNormalizer);
+  AddVersions(r, "TfIdfVectorizer", {9}, MakeTfIdf);
+  AddVersions(r, "StringConcat", {20}, StringConcat);
+  AddVersions(r, "RegexFullMatch", {20}, MakeRegexFullMatch);
+  AddVersions(r, "StringSplit", {20}, StringSplit);
 }
 
 }  // namespace oneinfer

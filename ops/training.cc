@@ -295,10 +295,8 @@ KernelFactory MakeOptimizer() {
 }  // namespace
 
 void RegisterTrainingOps(KernelRegistry& r) {
-  r.Add("", "NegativeLogLikelihoodLoss", 12, 12, MakeNll());
-  r.Add("", "NegativeLogLikelihoodLoss", 13, 21, MakeNll());
-  r.Add("", "SoftmaxCrossEntropyLoss", 12, 12, MakeSce());
-  r.Add("", "SoftmaxCrossEntropyLoss", 13, 21, MakeSce());
+  AddVersions(r, "NegativeLogLikelihoodLoss", {12, 13}, MakeNll());
+  AddVersions(r, "SoftmaxCrossEntropyLoss", {12, 13}, MakeSce());
   const std::string kTraining = "ai.onnx.preview.training";
   r.Add(kTraining, "Adagrad", 1, 1, MakeOptimizer<Opt::kAdagrad>());
   r.Add(kTraining, "Momentum", 1, 1, MakeOptimizer<Opt::kMomentum>());

@@ -1,6 +1,6 @@
-// Unit tests for ops/elementwise.cc: broadcasting, integer edge cases, legacy forms, Cast text.
+// Unit tests for the elementwise families (ops/unary.cc, binary.cc, logic.cc, cast.cc):
+// broadcasting, integer edge cases, legacy forms, Cast text.
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
 
 #include <chrono>
 #include <cmath>
@@ -11,72 +11,22 @@
 
 #include <Eigen/Core>
 
-#include "oneinfer/session.h"
+#include "tests/op_harness.h"
 
 namespace oneinfer {
 namespace {
 
-struct In {
-  std::string name;
-  DType dtype;
-  Shape shape;
-};
+using testing::IntAttr;
+using testing::StrAttr;
 
-// A one-node model: inputs in, one output "y" of type out.
-std::string OneNodeModel(const std::string& op, const std::vector<In>& ins, DType out, int opset,
-                         const std::vector<onnx::AttributeProto>& attrs = {}, int num_outputs = 1) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(opset);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("g");
-  onnx::NodeProto* n = g->add_node();
-  n->set_op_type(op);
-  for (const In& in : ins) {
-    n->add_input(in.name);
-    if (in.name.empty()) continue;
-    onnx::ValueInfoProto* v = g->add_input();
-    v->set_name(in.name);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int>(in.dtype));
-    auto* shape = v->mutable_type()->mutable_tensor_type()->mutable_shape();
-    for (int64_t d : in.shape) shape->add_dim()->set_dim_value(d);
-  }
-  for (int i = 0; i < num_outputs; ++i) {
-    n->add_output("y");
-    onnx::ValueInfoProto* v = g->add_output();
-    v->set_name("y");
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int>(out));
-  }
-  for (const auto& a : attrs) *n->add_attribute() = a;
-  return m.SerializeAsString();
+// A node whose first output is declared with element type `out`.
+testing::OneNode Node(const std::string& op, DType out, int opset, std::vector<Attribute> attrs = {}, int threads = 1) {
+  return {.op = op, .opset = opset, .attrs = std::move(attrs), .output_types = {out}, .threads = threads};
 }
 
-onnx::AttributeProto IntAttr(const std::string& name, int64_t v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
-onnx::AttributeProto StrAttr(const std::string& name, const std::string& v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::STRING);
-  a.set_s(v);
-  return a;
-}
-
-absl::StatusOr<std::unique_ptr<Session>> Load(const std::string& model, int threads = 1) {
-  SessionOptions o;
-  o.num_threads = threads;
-  return Session::LoadFromBuffer(model.data(), model.size(), o);
-}
-
-Tensor RunOne(const std::string& model, const std::vector<Feed>& feeds, int threads = 1) {
-  auto s = Load(model, threads);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return Tensor();
-  auto out = (*s)->Run(feeds);
+// Runs the node on `inputs` (in0, in1, ...; an undefined tensor leaves its input out); output 0.
+Tensor RunOne(const testing::OneNode& node, const std::vector<Tensor>& inputs) {
+  auto out = node.Outputs(inputs);
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return Tensor();
   return (*out)[0];
@@ -126,9 +76,8 @@ TEST(ElementwiseOps, BroadcastShapesMatchNaive) {
       const auto va = Random(NumElements(sa), 1), vb = Random(NumElements(sb), 2);
       for (const char* op : {"Sub", "Div", "Pow", "Less"}) {
         const bool is_bool = std::string(op) == "Less";
-        const std::string model = OneNodeModel(op, {{"a", DType::kFloat32, sa}, {"b", DType::kFloat32, sb}},
-                                               is_bool ? DType::kBool : DType::kFloat32, 13);
-        Tensor y = RunOne(model, {{"a", Make(DType::kFloat32, sa, va)}, {"b", Make(DType::kFloat32, sb, vb)}}, threads);
+        Tensor y = RunOne(Node(op, is_bool ? DType::kBool : DType::kFloat32, 13, {}, threads),
+                          {Make(DType::kFloat32, sa, va), Make(DType::kFloat32, sb, vb)});
         ASSERT_EQ(y.shape(), so) << op;
         for (int64_t i = 0; i < NumElements(so); ++i) {
           const float a = va[BroadcastIndex(sa, so, i)], b = vb[BroadcastIndex(sb, so, i)];
@@ -150,25 +99,20 @@ TEST(ElementwiseOps, IntegerDivAndModEdgeCases) {
   const Shape s{6};
   auto a = Make<int32_t>(DType::kInt32, s, {7, -7, 7, -7, INT32_MIN, 5});
   auto b = Make<int32_t>(DType::kInt32, s, {2, 2, -2, -2, -1, 0});
-  Tensor d = RunOne(OneNodeModel("Div", {{"a", DType::kInt32, s}, {"b", DType::kInt32, s}}, DType::kInt32, 14),
-                    {{"a", a}, {"b", b}});
+  Tensor d = RunOne(Node("Div", DType::kInt32, 14), {a, b});
   EXPECT_EQ(std::vector<int32_t>(d.data<int32_t>(), d.data<int32_t>() + 6),
             (std::vector<int32_t>{3, -3, -3, 3, INT32_MIN, 0}));
-  Tensor m = RunOne(OneNodeModel("Mod", {{"a", DType::kInt32, s}, {"b", DType::kInt32, s}}, DType::kInt32, 13),
-                    {{"a", a}, {"b", b}});
+  Tensor m = RunOne(Node("Mod", DType::kInt32, 13), {a, b});
   EXPECT_EQ(std::vector<int32_t>(m.data<int32_t>(), m.data<int32_t>() + 6), (std::vector<int32_t>{1, 1, -1, -1, 0, 0}));
-  Tensor f = RunOne(OneNodeModel("Mod", {{"a", DType::kInt32, s}, {"b", DType::kInt32, s}}, DType::kInt32, 13,
-                                 {IntAttr("fmod", 1)}),
-                    {{"a", a}, {"b", b}});
+  Tensor f = RunOne(Node("Mod", DType::kInt32, 13, {IntAttr("fmod", 1)}), {a, b});
   EXPECT_EQ(std::vector<int32_t>(f.data<int32_t>(), f.data<int32_t>() + 6), (std::vector<int32_t>{1, -1, 1, -1, 0, 0}));
 }
 
 TEST(ElementwiseOps, LegacyBroadcastAxis) {
   // Opset 6 Add with broadcast=1, axis=1: b [3] lines up with a's dim 1.
-  const std::string model = OneNodeModel("Add", {{"a", DType::kFloat32, {2, 3, 2}}, {"b", DType::kFloat32, {3}}},
-                                         DType::kFloat32, 6, {IntAttr("broadcast", 1), IntAttr("axis", 1)});
   std::vector<float> va(12, 0.0f);
-  Tensor y = RunOne(model, {{"a", Make(DType::kFloat32, {2, 3, 2}, va)}, {"b", Make<float>(DType::kFloat32, {3}, {1, 2, 3})}});
+  Tensor y = RunOne(Node("Add", DType::kFloat32, 6, {IntAttr("broadcast", 1), IntAttr("axis", 1)}),
+                    {Make(DType::kFloat32, {2, 3, 2}, va), Make<float>(DType::kFloat32, {3}, {1, 2, 3})});
   ASSERT_EQ(y.shape(), (Shape{2, 3, 2}));
   EXPECT_EQ(y.data<float>()[0], 1);
   EXPECT_EQ(y.data<float>()[2], 2);
@@ -179,15 +123,14 @@ TEST(ElementwiseOps, LegacyBroadcastAxis) {
 TEST(ElementwiseOps, CastFloatToStringLikeNumpy) {
   const std::vector<float> v = {1.0f, 0.1f, 1e-5f, 1e16f, 123456.7f, -0.5f, 0.0f, -INFINITY, NAN, 3e-4f, 1.5e20f};
   const Shape s{static_cast<int64_t>(v.size())};
-  Tensor y = RunOne(OneNodeModel("Cast", {{"x", DType::kFloat32, s}}, DType::kString, 13, {IntAttr("to", 8)}),
-                    {{"x", Make(DType::kFloat32, s, v)}});
+  Tensor y = RunOne(Node("Cast", DType::kString, 13, {IntAttr("to", 8)}), {Make(DType::kFloat32, s, v)});
   const std::vector<std::string> want = {"1.0", "0.1", "1e-05", "1e+16", "123456.7", "-0.5", "0.0", "-inf", "nan",
                                          "0.0003", "1.5e+20"};
   ASSERT_EQ(y.dtype(), DType::kString);
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(y.data<std::string>()[i], want[i]);
   // float16 prints its own shortest digits.
-  Tensor h = RunOne(OneNodeModel("Cast", {{"x", DType::kFloat16, {2}}}, DType::kString, 13, {IntAttr("to", 8)}),
-                    {{"x", Make<Eigen::half>(DType::kFloat16, {2}, {Eigen::half(0.1f), Eigen::half(1000.0f)})}});
+  Tensor h = RunOne(Node("Cast", DType::kString, 13, {IntAttr("to", 8)}),
+                    {Make<Eigen::half>(DType::kFloat16, {2}, {Eigen::half(0.1f), Eigen::half(1000.0f)})});
   EXPECT_EQ(h.data<std::string>()[0], "0.1");
   EXPECT_EQ(h.data<std::string>()[1], "1000.0");
 }
@@ -195,43 +138,38 @@ TEST(ElementwiseOps, CastFloatToStringLikeNumpy) {
 TEST(ElementwiseOps, CastStringToNumbers) {
   const Shape s{5};
   Tensor x = Make<std::string>(DType::kString, s, {"1.5", " -INF", "+INF", "NaN", "1e3"});
-  Tensor y = RunOne(OneNodeModel("Cast", {{"x", DType::kString, s}}, DType::kFloat32, 13, {IntAttr("to", 1)}),
-                    {{"x", x}});
+  Tensor y = RunOne(Node("Cast", DType::kFloat32, 13, {IntAttr("to", 1)}), {x});
   EXPECT_EQ(y.data<float>()[0], 1.5f);
   EXPECT_TRUE(std::isinf(y.data<float>()[1]) && y.data<float>()[1] < 0);
   EXPECT_TRUE(std::isinf(y.data<float>()[2]) && y.data<float>()[2] > 0);
   EXPECT_TRUE(std::isnan(y.data<float>()[3]));
   EXPECT_EQ(y.data<float>()[4], 1000.0f);
-  auto sess = Load(OneNodeModel("Cast", {{"x", DType::kString, {1}}}, DType::kInt32, 13, {IntAttr("to", 6)}));
+  auto sess = Node("Cast", DType::kInt32, 13, {IntAttr("to", 6)}).Load({DType::kString});
   ASSERT_TRUE(sess.ok());
-  auto bad = (*sess)->Run({{"x", Make<std::string>(DType::kString, {1}, {"abc"})}});
+  auto bad = (*sess)->Run({{"in0", Make<std::string>(DType::kString, {1}, {"abc"})}}, {});
   EXPECT_FALSE(bad.ok());
 }
 
 TEST(ElementwiseOps, WhereStringsAndClipInt) {
-  Tensor y = RunOne(OneNodeModel("Where", {{"c", DType::kBool, {2}}, {"x", DType::kString, {1}}, {"z", DType::kString, {2}}},
-                                 DType::kString, 16),
-                    {{"c", Make<bool>(DType::kBool, {2}, {true, false})},
-                     {"x", Make<std::string>(DType::kString, {1}, {"a"})},
-                     {"z", Make<std::string>(DType::kString, {2}, {"b", "c"})}});
+  Tensor y = RunOne(Node("Where", DType::kString, 16),
+                    {Make<bool>(DType::kBool, {2}, {true, false}), Make<std::string>(DType::kString, {1}, {"a"}),
+                     Make<std::string>(DType::kString, {2}, {"b", "c"})});
   EXPECT_EQ(y.data<std::string>()[0], "a");
   EXPECT_EQ(y.data<std::string>()[1], "c");
-  Tensor c = RunOne(OneNodeModel("Clip", {{"x", DType::kInt8, {3}}, {"", DType::kInt8, {}}, {"hi", DType::kInt8, {}}},
-                                 DType::kInt8, 13),
-                    {{"x", Make<int8_t>(DType::kInt8, {3}, {-100, 5, 100})}, {"hi", Make<int8_t>(DType::kInt8, {}, {10})}});
+  Tensor c = RunOne(Node("Clip", DType::kInt8, 13),
+                    {Make<int8_t>(DType::kInt8, {3}, {-100, 5, 100}), Tensor(), Make<int8_t>(DType::kInt8, {}, {10})});
   EXPECT_EQ(c.data<int8_t>()[0], -100);
   EXPECT_EQ(c.data<int8_t>()[2], 10);
 }
 
 TEST(ElementwiseOps, BadAttributesFailAtLoad) {
-  EXPECT_FALSE(Load(OneNodeModel("Gelu", {{"x", DType::kFloat32, {2}}}, DType::kFloat32, 20,
-                                 {StrAttr("approximate", "fast")})).ok());
-  EXPECT_FALSE(Load(OneNodeModel("BitShift", {{"x", DType::kUInt8, {2}}, {"s", DType::kUInt8, {2}}}, DType::kUInt8, 11,
-                                 {StrAttr("direction", "UP")})).ok());
-  auto s = Load(OneNodeModel("Add", {{"a", DType::kFloat32, {2}}, {"b", DType::kFloat32, {3}}}, DType::kFloat32, 14));
+  EXPECT_FALSE(Node("Gelu", DType::kFloat32, 20, {StrAttr("approximate", "fast")}).Load({DType::kFloat32}).ok());
+  EXPECT_FALSE(
+      Node("BitShift", DType::kUInt8, 11, {StrAttr("direction", "UP")}).Load({DType::kUInt8, DType::kUInt8}).ok());
+  auto s = Node("Add", DType::kFloat32, 14).Load({DType::kFloat32, DType::kFloat32});
   ASSERT_TRUE(s.ok());
-  EXPECT_FALSE((*s)->Run({{"a", Make<float>(DType::kFloat32, {2}, {1, 2})},
-                          {"b", Make<float>(DType::kFloat32, {3}, {1, 2, 3})}}).ok());
+  EXPECT_FALSE((*s)->Run({{"in0", Make<float>(DType::kFloat32, {2}, {1, 2})},
+                          {"in1", Make<float>(DType::kFloat32, {3}, {1, 2, 3})}}, {}).ok());
 }
 
 // Not a pass/fail check: prints float32 throughput of the decoding-style shapes.
@@ -240,13 +178,13 @@ TEST(ElementwiseOps, Float32Throughput) {
   const auto va = Random(NumElements(big), 3), vr = Random(4096, 4);
   struct Case { const char* op; Shape b; };
   for (const Case& c : {Case{"Add", big}, Case{"Mul", row}, Case{"Div", scalar}, Case{"Pow", scalar}}) {
-    auto s = Load(OneNodeModel(c.op, {{"a", DType::kFloat32, big}, {"b", DType::kFloat32, c.b}}, DType::kFloat32, 15), 2);
+    auto s = Node(c.op, DType::kFloat32, 15, {}, 2).Load({DType::kFloat32, DType::kFloat32});
     ASSERT_TRUE(s.ok());
     Tensor a = Make(DType::kFloat32, big, va);
     Tensor b = c.b.empty() ? Make<float>(DType::kFloat32, {}, {2.0f})
                            : Make(DType::kFloat32, c.b, c.b.size() == 1 ? vr : va);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 20; ++i) ASSERT_TRUE((*s)->Run({{"a", a}, {"b", b}}).ok());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE((*s)->Run({{"in0", a}, {"in1", b}}, {}).ok());
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 20;
     std::printf("%s [64,4096] x %s: %.1f us/run\n", c.op, ShapeToString(c.b).c_str(), us);
   }

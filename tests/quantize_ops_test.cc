@@ -9,76 +9,21 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/session_impl.h"
 #include "ops/op_util.h"
-#include "graph/ir.h"
+#include "tests/op_harness.h"
 
 namespace oneinfer {
 namespace {
 
-struct OneNode {
-  std::string op;
-  std::string domain;
-  int64_t opset = 21;
-  std::vector<Tensor> inputs;  // all fed as graph inputs; an undefined tensor = omitted input
-  size_t num_outputs = 1;
-  std::map<std::string, Attribute> attrs;
+using testing::IntAttr;
+
+// A node and the tensors it runs on (all fed as graph inputs; an undefined tensor = omitted input).
+struct Case {
+  testing::OneNode node;
+  std::vector<Tensor> inputs;
 };
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
-// Builds a one-node model; returns the session or its load error.
-absl::StatusOr<std::unique_ptr<SessionImpl>> Build(const OneNode& spec) {
-  auto model = std::make_unique<Model>();
-  Graph& g = model->graph;
-  g.name = "test";
-  g.opsets[""] = spec.domain.empty() ? spec.opset : 21;
-  if (!spec.domain.empty()) g.opsets[spec.domain] = spec.opset;
-  Node n;
-  n.op_type = spec.op;
-  n.domain = spec.domain;
-  n.name = "n";
-  n.attrs = spec.attrs;
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    if (!spec.inputs[i].defined()) {
-      n.inputs.push_back("");
-      continue;
-    }
-    const std::string name = "in" + std::to_string(i);
-    n.inputs.push_back(name);
-    ValueInfo v;
-    v.name = name;
-    v.type.kind = TypeInfo::Kind::kTensor;
-    v.type.elem = spec.inputs[i].dtype();
-    g.inputs.push_back(v);
-  }
-  for (size_t i = 0; i < spec.num_outputs; ++i) {
-    n.outputs.push_back("out" + std::to_string(i));
-    ValueInfo v;
-    v.name = n.outputs.back();
-    g.outputs.push_back(v);
-  }
-  g.nodes.push_back(n);
-  SessionOptions opts;
-  opts.num_threads = 1;
-  return SessionImpl::Create(std::move(model), opts);
-}
-
-absl::StatusOr<std::vector<Value>> RunOne(const OneNode& spec) {
-  auto s = Build(spec);
-  if (!s.ok()) return s.status();
-  std::vector<std::pair<std::string, Value>> feeds;
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    if (spec.inputs[i].defined()) feeds.emplace_back("in" + std::to_string(i), Value::FromTensor(spec.inputs[i]));
-  }
-  return (*s)->RunValues(feeds);
-}
+absl::StatusOr<std::vector<Value>> RunOne(const Case& c) { return c.node.Run(c.inputs); }
 
 // Packs 4-bit values, low nibble first.
 Tensor Pack4(DType t, Shape shape, const std::vector<int>& v) {
@@ -111,10 +56,9 @@ TEST(QuantizeOps, DequantizeBlockedInt4WithPartialLastBlock) {
   const std::vector<int> xv = {-8, -3, 0, 5, 7, 1, 2, -1, -2, 6};
   const std::vector<int> zv = {1, -2, 0, 3, -1, 2};
   const std::vector<float> sv = {0.5f, 2.0f, 0.25f, 1.0f, 3.0f, -1.5f};
-  OneNode spec{"DequantizeLinear", "", 21,
-               {Pack4(DType::kInt4, {2, 5}, xv), F({2, 3}, sv), Pack4(DType::kInt4, {2, 3}, zv)}};
-  spec.attrs["axis"] = IntAttr("axis", 1);
-  spec.attrs["block_size"] = IntAttr("block_size", 2);
+  Case spec{{.op = "DequantizeLinear", .opset = 21}, {Pack4(DType::kInt4, {2, 5}, xv), F({2, 3}, sv), Pack4(DType::kInt4, {2, 3}, zv)}};
+  spec.node.attrs.push_back(IntAttr("axis", 1));
+  spec.node.attrs.push_back(IntAttr("block_size", 2));
   auto out = RunOne(spec);
   ASSERT_TRUE(out.ok()) << out.status();
   const Tensor& y = (*out)[0].tensor;
@@ -134,9 +78,9 @@ TEST(QuantizeOps, DequantizeBlockedUInt4Axis0Float16Scale) {
   Tensor scale = Tensor::Empty(DType::kFloat16, {2, 2});
   const float sv[] = {0.5f, 1.0f, 2.0f, 0.25f};
   for (int i = 0; i < 4; ++i) scale.data<Eigen::half>()[i] = Eigen::half(sv[i]);
-  OneNode spec{"DequantizeLinear", "", 21, {Pack4(DType::kUInt4, {3, 2}, xv), scale}};
-  spec.attrs["axis"] = IntAttr("axis", 0);
-  spec.attrs["block_size"] = IntAttr("block_size", 2);
+  Case spec{{.op = "DequantizeLinear", .opset = 21}, {Pack4(DType::kUInt4, {3, 2}, xv), scale}};
+  spec.node.attrs.push_back(IntAttr("axis", 0));
+  spec.node.attrs.push_back(IntAttr("block_size", 2));
   auto out = RunOne(spec);
   ASSERT_TRUE(out.ok()) << out.status();
   const Tensor& y = (*out)[0].tensor;
@@ -148,11 +92,10 @@ TEST(QuantizeOps, DequantizeBlockedUInt4Axis0Float16Scale) {
 
 TEST(QuantizeOps, QuantizeBlockedToInt4ViaOutputDtype) {
   // Round half to even, then saturate to [-8, 7].
-  OneNode spec{"QuantizeLinear", "", 21,
-               {F({1, 6}, {0.5f, 1.5f, -2.5f, 100.0f, -100.0f, 3.0f}), F({1, 2}, {1.0f, 2.0f})}};
-  spec.attrs["axis"] = IntAttr("axis", 1);
-  spec.attrs["block_size"] = IntAttr("block_size", 3);
-  spec.attrs["output_dtype"] = IntAttr("output_dtype", static_cast<int64_t>(DType::kInt4));
+  Case spec{{.op = "QuantizeLinear", .opset = 21}, {F({1, 6}, {0.5f, 1.5f, -2.5f, 100.0f, -100.0f, 3.0f}), F({1, 2}, {1.0f, 2.0f})}};
+  spec.node.attrs.push_back(IntAttr("axis", 1));
+  spec.node.attrs.push_back(IntAttr("block_size", 3));
+  spec.node.attrs.push_back(IntAttr("output_dtype", static_cast<int64_t>(DType::kInt4)));
   auto out = RunOne(spec);
   ASSERT_TRUE(out.ok()) << out.status();
   const Tensor& y = (*out)[0].tensor;
@@ -162,8 +105,7 @@ TEST(QuantizeOps, QuantizeBlockedToInt4ViaOutputDtype) {
 
 TEST(QuantizeOps, QuantizeRoundsHalfToEvenAndAddsZeroPoint) {
   Tensor zp = Tensor::FromVector<int16_t>(DType::kInt16, {}, {1000});
-  OneNode spec{"QuantizeLinear", "", 21,
-               {F({6}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 1e9f}), F({}, {1.0f}), zp}};
+  Case spec{{.op = "QuantizeLinear", .opset = 21}, {F({6}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 1e9f}), F({}, {1.0f}), zp}};
   auto out = RunOne(spec);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Values<int16_t>((*out)[0].tensor), (std::vector<int16_t>{1000, 1002, 1002, 1000, 998, 32767}));
@@ -171,8 +113,8 @@ TEST(QuantizeOps, QuantizeRoundsHalfToEvenAndAddsZeroPoint) {
 
 TEST(QuantizeOps, QuantizePerAxisUInt16) {
   Tensor zp = Tensor::FromVector<uint16_t>(DType::kUInt16, {2}, {0, 65000});
-  OneNode spec{"QuantizeLinear", "", 21, {F({2, 2}, {10.0f, -1.0f, 1000.0f, 8000.0f}), F({2}, {0.1f, 0.01f}), zp}};
-  spec.attrs["axis"] = IntAttr("axis", 0);
+  Case spec{{.op = "QuantizeLinear", .opset = 21}, {F({2, 2}, {10.0f, -1.0f, 1000.0f, 8000.0f}), F({2}, {0.1f, 0.01f}), zp}};
+  spec.node.attrs.push_back(IntAttr("axis", 0));
   auto out = RunOne(spec);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Values<uint16_t>((*out)[0].tensor), (std::vector<uint16_t>{100, 0, 65535, 65535}));
@@ -180,17 +122,17 @@ TEST(QuantizeOps, QuantizePerAxisUInt16) {
 
 TEST(QuantizeOps, MicrosoftDomainQDQ) {
   Tensor zp = Tensor::FromVector<int8_t>(DType::kInt8, {2}, {0, 10});
-  OneNode q{"QuantizeLinear", "com.microsoft", 1, {F({2, 2}, {1.0f, 2.0f, 3.0f, 4.0f}), F({2}, {0.5f, 2.0f}), zp}};
+  Case q{{.op = "QuantizeLinear", .opset = 1, .domain = "com.microsoft"}, {F({2, 2}, {1.0f, 2.0f, 3.0f, 4.0f}), F({2}, {0.5f, 2.0f}), zp}};
   auto out = RunOne(q);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Values<int8_t>((*out)[0].tensor), (std::vector<int8_t>{2, 11, 6, 12}));
-  OneNode dq{"DequantizeLinear", "com.microsoft", 1, {(*out)[0].tensor, F({2}, {0.5f, 2.0f}), zp}};
+  Case dq{{.op = "DequantizeLinear", .opset = 1, .domain = "com.microsoft"}, {(*out)[0].tensor, F({2}, {0.5f, 2.0f}), zp}};
   auto back = RunOne(dq);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(Values<float>((*back)[0].tensor), (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));
 }
 
-void ExpectError(const OneNode& spec, absl::StatusCode code, const std::string& fragment) {
+void ExpectError(const Case& spec, absl::StatusCode code, const std::string& fragment) {
   auto out = RunOne(spec);
   ASSERT_FALSE(out.ok()) << "expected an error mentioning '" << fragment << "'";
   EXPECT_EQ(out.status().code(), code) << out.status();
@@ -198,65 +140,65 @@ void ExpectError(const OneNode& spec, absl::StatusCode code, const std::string& 
 }
 
 TEST(QuantizeOps, QuantizeRejectsZeroAndNonFiniteScale) {
-  ExpectError({"QuantizeLinear", "", 13, {F({2}, {1, 2}), F({}, {0.0f})}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "QuantizeLinear", .opset = 13}, {F({2}, {1, 2}), F({}, {0.0f})}}, absl::StatusCode::kInvalidArgument,
               "non-zero");
-  ExpectError({"QuantizeLinear", "", 13, {F({2}, {1, 2}), F({}, {INFINITY})}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "QuantizeLinear", .opset = 13}, {F({2}, {1, 2}), F({}, {INFINITY})}}, absl::StatusCode::kInvalidArgument,
               "finite");
-  ExpectError({"QuantizeLinear", "", 13, {F({2}, {1, 2}), F({}, {NAN})}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "QuantizeLinear", .opset = 13}, {F({2}, {1, 2}), F({}, {NAN})}}, absl::StatusCode::kInvalidArgument,
               "finite");
 }
 
 TEST(QuantizeOps, RejectsMismatchedScaleAndZeroPointShapes) {
   Tensor zp = Tensor::FromVector<uint8_t>(DType::kUInt8, {3}, {0, 0, 0});
-  ExpectError({"QuantizeLinear", "", 13, {F({2, 2}, {1, 2, 3, 4}), F({2}, {1, 1}), zp}},
+  ExpectError({{.op = "QuantizeLinear", .opset = 13}, {F({2, 2}, {1, 2, 3, 4}), F({2}, {1, 1}), zp}},
               absl::StatusCode::kInvalidArgument, "does not match scale shape");
   Tensor x = Tensor::FromVector<uint8_t>(DType::kUInt8, {2, 2}, {1, 2, 3, 4});
-  ExpectError({"DequantizeLinear", "", 13, {x, F({2}, {1, 1}), zp}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "DequantizeLinear", .opset = 13}, {x, F({2}, {1, 1}), zp}}, absl::StatusCode::kInvalidArgument,
               "does not match scale shape");
   // Per-axis scale of the wrong length.
-  ExpectError({"DequantizeLinear", "", 13, {x, F({3}, {1, 1, 1})}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "DequantizeLinear", .opset = 13}, {x, F({3}, {1, 1, 1})}}, absl::StatusCode::kInvalidArgument,
               "per-axis scale");
 }
 
 TEST(QuantizeOps, RejectsZeroPointOfTheWrongType) {
   Tensor x = Tensor::FromVector<int8_t>(DType::kInt8, {2}, {1, 2});
   Tensor zp_u8 = Tensor::FromVector<uint8_t>(DType::kUInt8, {}, {1});
-  ExpectError({"DequantizeLinear", "", 13, {x, F({}, {1.0f}), zp_u8}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "DequantizeLinear", .opset = 13}, {x, F({}, {1.0f}), zp_u8}}, absl::StatusCode::kInvalidArgument,
               "differs from x type");
-  OneNode q{"QuantizeLinear", "", 21, {F({2}, {1, 2}), F({}, {1.0f}), zp_u8}};
-  q.attrs["output_dtype"] = IntAttr("output_dtype", static_cast<int64_t>(DType::kInt8));
+  Case q{{.op = "QuantizeLinear", .opset = 21}, {F({2}, {1, 2}), F({}, {1.0f}), zp_u8}};
+  q.node.attrs.push_back(IntAttr("output_dtype", static_cast<int64_t>(DType::kInt8)));
   ExpectError(q, absl::StatusCode::kInvalidArgument, "differs from output_dtype");
   // 16-bit zero points arrive with opset 21.
   Tensor zp_i16 = Tensor::FromVector<int16_t>(DType::kInt16, {}, {1});
-  ExpectError({"QuantizeLinear", "", 19, {F({2}, {1, 2}), F({}, {1.0f}), zp_i16}}, absl::StatusCode::kInvalidArgument,
+  ExpectError({{.op = "QuantizeLinear", .opset = 19}, {F({2}, {1, 2}), F({}, {1.0f}), zp_i16}}, absl::StatusCode::kInvalidArgument,
               "needs opset 21");
 }
 
 TEST(QuantizeOps, RejectsBlockSizeThatDoesNotFitTheScale) {
   Tensor x = Pack4(DType::kInt4, {2, 6}, std::vector<int>(12, 1));
   // ceil(6 / 4) = 2 blocks, but the scale has 3.
-  OneNode dq{"DequantizeLinear", "", 21, {x, F({2, 3}, {1, 1, 1, 1, 1, 1})}};
-  dq.attrs["axis"] = IntAttr("axis", 1);
-  dq.attrs["block_size"] = IntAttr("block_size", 4);
+  Case dq{{.op = "DequantizeLinear", .opset = 21}, {x, F({2, 3}, {1, 1, 1, 1, 1, 1})}};
+  dq.node.attrs.push_back(IntAttr("axis", 1));
+  dq.node.attrs.push_back(IntAttr("block_size", 4));
   ExpectError(dq, absl::StatusCode::kInvalidArgument, "block_size 4");
   // Blocked scale of the wrong rank.
-  OneNode dq2{"DequantizeLinear", "", 21, {x, F({3}, {1, 1, 1})}};
-  dq2.attrs["axis"] = IntAttr("axis", 1);
-  dq2.attrs["block_size"] = IntAttr("block_size", 2);
+  Case dq2{{.op = "DequantizeLinear", .opset = 21}, {x, F({3}, {1, 1, 1})}};
+  dq2.node.attrs.push_back(IntAttr("axis", 1));
+  dq2.node.attrs.push_back(IntAttr("block_size", 2));
   ExpectError(dq2, absl::StatusCode::kInvalidArgument, "rank 2");
-  OneNode neg{"DequantizeLinear", "", 21, {x, F({2, 3}, {1, 1, 1, 1, 1, 1})}};
-  neg.attrs["block_size"] = IntAttr("block_size", -1);
+  Case neg{{.op = "DequantizeLinear", .opset = 21}, {x, F({2, 3}, {1, 1, 1, 1, 1, 1})}};
+  neg.node.attrs.push_back(IntAttr("block_size", -1));
   ExpectError(neg, absl::StatusCode::kInvalidArgument, "block_size");
 }
 
 TEST(QuantizeOps, Float8OutputIsUnimplemented) {
-  OneNode q{"QuantizeLinear", "", 21, {F({2}, {1, 2}), F({}, {1.0f})}};
-  q.attrs["output_dtype"] = IntAttr("output_dtype", 17);
+  Case q{{.op = "QuantizeLinear", .opset = 21}, {F({2}, {1, 2}), F({}, {1.0f})}};
+  q.node.attrs.push_back(IntAttr("output_dtype", 17));
   ExpectError(q, absl::StatusCode::kUnimplemented, "float8e4m3fn");
 }
 
 TEST(QuantizeOps, DynamicQuantizeLinearAllZeros) {
-  OneNode spec{"DynamicQuantizeLinear", "", 11, {F({3}, {0, 0, 0})}, 3};
+  Case spec{{.op = "DynamicQuantizeLinear", .opset = 11, .num_outputs = 3}, {F({3}, {0, 0, 0})}};
   auto out = RunOne(spec);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Values<uint8_t>((*out)[0].tensor), (std::vector<uint8_t>{0, 0, 0}));
@@ -269,7 +211,7 @@ TEST(QuantizeOps, MatMulIntegerPerRowAndPerColumnZeroPoints) {
   Tensor b = Tensor::FromVector<int8_t>(DType::kInt8, {2, 2}, {1, -2, 3, 4});
   Tensor azp = Tensor::FromVector<uint8_t>(DType::kUInt8, {2}, {10, 0});
   Tensor bzp = Tensor::FromVector<int8_t>(DType::kInt8, {2}, {1, -1});
-  auto out = RunOne({"MatMulInteger", "", 10, {a, b, azp, bzp}});
+  auto out = RunOne({{.op = "MatMulInteger", .opset = 10}, {a, b, azp, bzp}});
   ASSERT_TRUE(out.ok()) << out.status();
   // A' = [[0, 10], [30, 40]], B' = [[0, -1], [2, 5]].
   EXPECT_EQ(Values<int32_t>((*out)[0].tensor), (std::vector<int32_t>{20, 50, 80, 170}));

@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "engine/session_impl.h"
+#include "tests/op_harness.h"
 
 namespace oneinfer {
 namespace {
@@ -16,53 +16,20 @@ struct Run1 {
   std::vector<Tensor> outs;
 };
 
-// Runs one node at `opset`; inputs named in0.., outputs out0...
+// Runs one node at `opset` through the shared harness, without constant folding.
 Run1 RunNode(const std::string& op, int64_t opset, const std::vector<Tensor>& ins, size_t n_out,
-             std::map<std::string, Attribute> attrs = {}, int threads = 4) {
-  auto model = std::make_unique<Model>();
-  Graph& g = model->graph;
-  g.opsets[""] = opset;
-  Node n;
-  n.op_type = op;
-  n.attrs = std::move(attrs);
-  std::vector<Feed> feeds;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const std::string name = ins[i].defined() ? "in" + std::to_string(i) : "";
-    n.inputs.push_back(name);
-    if (name.empty()) continue;
-    ValueInfo vi{name, {}};
-    vi.type.kind = TypeInfo::Kind::kTensor;
-    vi.type.elem = ins[i].dtype();
-    g.inputs.push_back(vi);
-    feeds.push_back({name, ins[i]});
-  }
-  for (size_t i = 0; i < n_out; ++i) {
-    n.outputs.push_back("out" + std::to_string(i));
-    g.outputs.push_back(ValueInfo{"out" + std::to_string(i), {}});
-  }
-  g.nodes.push_back(n);
-  SessionOptions opts;
-  opts.num_threads = threads;
-  opts.constant_folding = false;
+             std::vector<Attribute> attrs = {}, int threads = 4) {
+  testing::OneNode node{.op = op, .opset = opset, .attrs = std::move(attrs), .num_outputs = n_out, .threads = threads,
+                        .constant_folding = false};
   Run1 r;
-  auto s = SessionImpl::Create(std::move(model), opts);
-  if (!s.ok()) {
-    r.status = s.status();
-    return r;
-  }
-  auto o = (*s)->Run(feeds, {});
+  auto o = node.Outputs(ins);
   if (!o.ok()) r.status = o.status();
   else r.outs = *o;
   return r;
 }
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
+using testing::IntAttr;
+using testing::IntsAttr;
 
 Tensor F(Shape s, std::vector<float> v) { return Tensor::FromVector(DType::kFloat32, std::move(s), v); }
 Tensor I64(Shape s, std::vector<int64_t> v) { return Tensor::FromVector(DType::kInt64, std::move(s), v); }
@@ -84,15 +51,15 @@ TEST(Reduce, EmptySetGivesIdentity) {
 
 TEST(Reduce, NoopWithEmptyAxes) {
   const Tensor x = F({2, 2}, {1, -2, 3, 4});
-  Run1 r = RunNode("ReduceSum", 13, {x, I64({0}, {})}, 1, {{"noop_with_empty_axes", IntAttr("noop_with_empty_axes", 1)}});
+  Run1 r = RunNode("ReduceSum", 13, {x, I64({0}, {})}, 1, {IntAttr("noop_with_empty_axes", 1)});
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.outs[0].shape(), (Shape{2, 2}));
   EXPECT_EQ(r.outs[0].data<float>()[1], -2.f);
-  r = RunNode("ReduceSumSquare", 18, {x, I64({0}, {})}, 1, {{"noop_with_empty_axes", IntAttr("noop_with_empty_axes", 1)}});
+  r = RunNode("ReduceSumSquare", 18, {x, I64({0}, {})}, 1, {IntAttr("noop_with_empty_axes", 1)});
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.outs[0].data<float>()[1], 4.f);
   // Without noop, empty axes reduce everything.
-  r = RunNode("ReduceMean", 18, {x, I64({0}, {})}, 1, {{"keepdims", IntAttr("keepdims", 0)}});
+  r = RunNode("ReduceMean", 18, {x, I64({0}, {})}, 1, {IntAttr("keepdims", 0)});
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.outs[0].rank(), 0);
   EXPECT_FLOAT_EQ(r.outs[0].data<float>()[0], 1.5f);
@@ -125,7 +92,7 @@ TEST(Reduce, LargeLastAxisMatchesNaive) {
     }
   }
   // Leading and middle axes exercise the strided paths.
-  Run1 r = RunNode("ReduceMax", 13, {F({rows, cols}, v)}, 1, {{"axes", [] { Attribute a; a.name = "axes"; a.type = Attribute::Type::kInts; a.ints = {0}; return a; }()}});
+  Run1 r = RunNode("ReduceMax", 13, {F({rows, cols}, v)}, 1, {IntsAttr("axes", {0})});
   ASSERT_TRUE(r.status.ok()) << r.status;
   for (int64_t j = 0; j < cols; ++j) {
     float m = -1e9f;

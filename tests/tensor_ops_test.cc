@@ -1,4 +1,5 @@
-// Unit tests for ops/tensor.cc: cases the ONNX test data does not reach (opset 18+ versions,
+// Unit tests for the data-movement families (ops/shape.cc, slice_concat.cc, gather_scatter.cc,
+// generators.cc, selection.cc): cases the ONNX test data does not reach (opset 18+ versions,
 // strings, out-of-range indices, the transpose/concat fast paths on multi-threaded pools).
 #include <gtest/gtest.h>
 
@@ -7,77 +8,24 @@
 #include <string>
 #include <vector>
 
-#include "engine/session_impl.h"
-#include "graph/onnx_loader.h"
+#include "tests/op_harness.h"
 
 namespace oneinfer {
 namespace {
 
-Attribute AInt(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute AInts(std::vector<int64_t> v) {
-  Attribute a;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute AStr(std::string v) {
-  Attribute a;
-  a.type = Attribute::Type::kString;
-  a.s = std::move(v);
-  return a;
-}
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StrAttr;
 
 Tensor I64(Shape s, std::vector<int64_t> v) { return Tensor::FromVector(DType::kInt64, std::move(s), v); }
 Tensor F32(Shape s, std::vector<float> v) { return Tensor::FromVector(DType::kFloat32, std::move(s), v); }
 Tensor Str(Shape s, std::vector<std::string> v) { return Tensor::FromVector(DType::kString, std::move(s), v); }
 
-// Builds a one-node model; an input with an undefined tensor is omitted ("").
+// One node through the shared harness; an undefined tensor input is omitted ("").
 absl::StatusOr<std::vector<Value>> RunOp(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-                                         std::map<std::string, Attribute> attrs, size_t n_out = 1,
-                                         int threads = 1) {
-  auto model = std::make_unique<Model>();
-  Graph& g = model->graph;
-  g.name = "test";
-  g.opsets[""] = opset;
-  Node n;
-  n.name = "n";
-  n.op_type = op;
-  for (auto& [name, a] : attrs) a.name = name;
-  n.attrs = std::move(attrs);
-  std::vector<std::pair<std::string, Value>> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].is_tensor() && !inputs[i].tensor.defined()) {
-      n.inputs.push_back("");
-      continue;
-    }
-    const std::string name = "in" + std::to_string(i);
-    n.inputs.push_back(name);
-    ValueInfo vi;
-    vi.name = name;
-    if (inputs[i].is_sequence()) {
-      vi.type.kind = TypeInfo::Kind::kSequence;
-      vi.type.inner = std::make_shared<TypeInfo>();
-    }
-    g.inputs.push_back(vi);
-    feeds.emplace_back(name, inputs[i]);
-  }
-  for (size_t i = 0; i < n_out; ++i) {
-    n.outputs.push_back("out" + std::to_string(i));
-    ValueInfo vi;
-    vi.name = n.outputs.back();
-    g.outputs.push_back(vi);
-  }
-  g.nodes.push_back(n);
-  SessionOptions opts;
-  opts.num_threads = threads;
-  auto s = SessionImpl::Create(std::move(model), opts);
-  if (!s.ok()) return s.status();
-  return (*s)->RunValues(feeds);
+                                         std::vector<Attribute> attrs, size_t n_out = 1, int threads = 1) {
+  return testing::OneNode{.op = op, .opset = opset, .attrs = std::move(attrs), .num_outputs = n_out, .threads = threads}
+      .RunValues(inputs);
 }
 
 Value V(Tensor t) { return Value::FromTensor(std::move(t)); }
@@ -95,7 +43,7 @@ TEST(TensorOps, ReshapeIsAViewAndHandlesZeroAndMinusOne) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)[0].tensor.shape(), (Shape{2, 6, 2}));
   EXPECT_EQ((*r)[0].tensor.raw_data(), x.raw_data());
-  auto z = RunOp("Reshape", 14, {V(Tensor::Empty(DType::kFloat32, {0, 3})), V(I64({2}, {3, 0}))}, {{"allowzero", AInt(1)}});
+  auto z = RunOp("Reshape", 14, {V(Tensor::Empty(DType::kFloat32, {0, 3})), V(I64({2}, {3, 0}))}, {IntAttr("allowzero", 1)});
   ASSERT_TRUE(z.ok()) << z.status();
   EXPECT_EQ((*z)[0].tensor.shape(), (Shape{3, 0}));
   auto bad = RunOp("Reshape", 14, {V(x), V(I64({2}, {5, -1}))}, {});
@@ -113,20 +61,20 @@ TEST(TensorOps, IdentityPassesSequencesThrough) {
 TEST(TensorOps, OutOfRangeIndicesAreErrors) {
   Tensor data = F32({2, 3}, {1, 2, 3, 4, 5, 6});
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
-  EXPECT_EQ(RunOp("Gather", 13, {V(data), V(I64({1}, {3}))}, {{"axis", AInt(0)}}).status().code(), kInvalid);
-  EXPECT_EQ(RunOp("Gather", 13, {V(data), V(I64({1}, {-4}))}, {{"axis", AInt(1)}}).status().code(), kInvalid);
+  EXPECT_EQ(RunOp("Gather", 13, {V(data), V(I64({1}, {3}))}, {IntAttr("axis", 0)}).status().code(), kInvalid);
+  EXPECT_EQ(RunOp("Gather", 13, {V(data), V(I64({1}, {-4}))}, {IntAttr("axis", 1)}).status().code(), kInvalid);
   EXPECT_EQ(RunOp("GatherElements", 13, {V(data), V(I64({1, 1}, {7}))}, {}).status().code(), kInvalid);
   EXPECT_EQ(RunOp("GatherND", 13, {V(data), V(I64({1, 2}, {0, 3}))}, {}).status().code(), kInvalid);
   EXPECT_EQ(RunOp("ScatterND", 13, {V(data), V(I64({1, 1}, {2})), V(F32({1, 3}, {0, 0, 0}))}, {}).status().code(), kInvalid);
   EXPECT_EQ(RunOp("ScatterElements", 13, {V(data), V(I64({1, 1}, {-3})), V(F32({1, 1}, {0}))}, {}).status().code(), kInvalid);
-  EXPECT_EQ(RunOp("Concat", 13, {V(data), V(F32({3}, {1, 2, 3}))}, {{"axis", AInt(0)}}).status().code(), kInvalid);
-  auto ok = RunOp("Gather", 13, {V(data), V(I64({2}, {-1, 0}))}, {{"axis", AInt(1)}});
+  EXPECT_EQ(RunOp("Concat", 13, {V(data), V(F32({3}, {1, 2, 3}))}, {IntAttr("axis", 0)}).status().code(), kInvalid);
+  auto ok = RunOp("Gather", 13, {V(data), V(I64({2}, {-1, 0}))}, {IntAttr("axis", 1)});
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(Data<float>((*ok)[0]), (std::vector<float>{3, 1, 6, 4}));
+  testing::ExpectTensorEq((*ok)[0].tensor, F32({2, 2}, {3, 1, 6, 4}));
 }
 
 TEST(TensorOps, Split18UnevenNumOutputs) {
-  auto r = RunOp("Split", 18, {V(I64({7}, {0, 1, 2, 3, 4, 5, 6}))}, {{"num_outputs", AInt(3)}}, 3);
+  auto r = RunOp("Split", 18, {V(I64({7}, {0, 1, 2, 3, 4, 5, 6}))}, {IntAttr("num_outputs", 3)}, 3);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(Data<int64_t>((*r)[0]), (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(Data<int64_t>((*r)[1]), (std::vector<int64_t>{3, 4, 5}));
@@ -134,9 +82,9 @@ TEST(TensorOps, Split18UnevenNumOutputs) {
 }
 
 TEST(TensorOps, PadWrapAxesAndStrings) {
-  auto w = RunOp("Pad", 19, {V(F32({3}, {1, 2, 3})), V(I64({2}, {2, 1}))}, {{"mode", AStr("wrap")}});
+  auto w = RunOp("Pad", 19, {V(F32({3}, {1, 2, 3})), V(I64({2}, {2, 1}))}, {StrAttr("mode", "wrap")});
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(Data<float>((*w)[0]), (std::vector<float>{2, 3, 1, 2, 3, 1}));
+  testing::ExpectTensorEq((*w)[0].tensor, F32({6}, {2, 3, 1, 2, 3, 1}));
   auto a = RunOp("Pad", 18, {V(F32({2, 2}, {1, 2, 3, 4})), V(I64({2}, {1, 0})), V(F32({}, {9})), V(I64({1}, {-1}))}, {});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ((*a)[0].tensor.shape(), (Shape{2, 3}));
@@ -144,19 +92,19 @@ TEST(TensorOps, PadWrapAxesAndStrings) {
   auto s = RunOp("Pad", 13, {V(Str({2}, {"a", "b"})), V(I64({2}, {1, 1})), V(Str({}, {"z"}))}, {});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(Data<std::string>((*s)[0]), (std::vector<std::string>{"z", "a", "b", "z"}));
-  auto bad = RunOp("Pad", 13, {V(F32({3}, {1, 2, 3})), V(I64({2}, {1, 1}))}, {{"mode", AStr("wrap")}});
+  auto bad = RunOp("Pad", 13, {V(F32({3}, {1, 2, 3})), V(I64({2}, {1, 1}))}, {StrAttr("mode", "wrap")});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(TensorOps, ScatterReductions) {
   Tensor data = F32({4}, {1, 5, 3, 7});
-  auto mx = RunOp("ScatterND", 18, {V(data), V(I64({2, 1}, {0, 1})), V(F32({2}, {4, 2}))}, {{"reduction", AStr("max")}});
+  auto mx = RunOp("ScatterND", 18, {V(data), V(I64({2, 1}, {0, 1})), V(F32({2}, {4, 2}))}, {StrAttr("reduction", "max")});
   ASSERT_TRUE(mx.ok()) << mx.status();
   EXPECT_EQ(Data<float>((*mx)[0]), (std::vector<float>{4, 5, 3, 7}));
-  auto mn = RunOp("ScatterElements", 18, {V(data), V(I64({2}, {3, 3})), V(F32({2}, {4, 2}))}, {{"reduction", AStr("min")}});
+  auto mn = RunOp("ScatterElements", 18, {V(data), V(I64({2}, {3, 3})), V(F32({2}, {4, 2}))}, {StrAttr("reduction", "min")});
   ASSERT_TRUE(mn.ok()) << mn.status();
   EXPECT_EQ(Data<float>((*mn)[0]), (std::vector<float>{1, 5, 3, 2}));
-  auto bad = RunOp("ScatterND", 16, {V(data), V(I64({1, 1}, {0})), V(F32({1}, {4}))}, {{"reduction", AStr("max")}});
+  auto bad = RunOp("ScatterND", 16, {V(data), V(I64({1, 1}, {0})), V(F32({1}, {4}))}, {StrAttr("reduction", "max")});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnimplemented);
 }
 
@@ -186,7 +134,7 @@ TEST(TensorOps, TransposeFastPathsMatchNaive) {
     const int64_t B = 2, S = 257, H = 8, D = 64;
     std::vector<int64_t> w(B * S * H * D);
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int64_t>(i);
-    auto u = RunOp("Transpose", 13, {V(I64({B, S, H, D}, w))}, {{"perm", AInts({0, 2, 1, 3})}}, 1, threads);
+    auto u = RunOp("Transpose", 13, {V(I64({B, S, H, D}, w))}, {IntsAttr("perm", {0, 2, 1, 3})}, 1, threads);
     ASSERT_TRUE(u.ok()) << u.status();
     auto o = Data<int64_t>((*u)[0]);
     for (int64_t b = 0; b < B; ++b)
@@ -200,19 +148,19 @@ TEST(TensorOps, ConcatKvCacheAxis2AndStrings) {
   std::vector<int64_t> a(2 * 3 * 4 * 2), b(2 * 3 * 1 * 2);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int64_t>(i);
   for (size_t i = 0; i < b.size(); ++i) b[i] = 1000 + static_cast<int64_t>(i);
-  auto r = RunOp("Concat", 13, {V(I64({2, 3, 4, 2}, a)), V(I64({2, 3, 1, 2}, b))}, {{"axis", AInt(2)}}, 1, 4);
+  auto r = RunOp("Concat", 13, {V(I64({2, 3, 4, 2}, a)), V(I64({2, 3, 1, 2}, b))}, {IntAttr("axis", 2)}, 1, 4);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)[0].tensor.shape(), (Shape{2, 3, 5, 2}));
   auto o = Data<int64_t>((*r)[0]);
   EXPECT_EQ(o[8], 1000);  // first (b,h) block: 4x2 from a, then 1x2 from b
   EXPECT_EQ(o[10], 8);
-  auto s = RunOp("Concat", 13, {V(Str({1}, {"x"})), V(Str({2}, {"y", "z"}))}, {{"axis", AInt(0)}});
+  auto s = RunOp("Concat", 13, {V(Str({1}, {"x"})), V(Str({2}, {"y", "z"}))}, {IntAttr("axis", 0)});
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(Data<std::string>((*s)[0]), (std::vector<std::string>{"x", "y", "z"}));
+  testing::ExpectTensorEq((*s)[0].tensor, Str({3}, {"x", "y", "z"}));
 }
 
 TEST(TensorOps, UniqueStringsAndExpandBool) {
-  auto u = RunOp("Unique", 11, {V(Str({5}, {"b", "a", "b", "c", "a"}))}, {{"sorted", AInt(0)}}, 4);
+  auto u = RunOp("Unique", 11, {V(Str({5}, {"b", "a", "b", "c", "a"}))}, {IntAttr("sorted", 0)}, 4);
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(Data<std::string>((*u)[0]), (std::vector<std::string>{"b", "a", "c"}));
   EXPECT_EQ(Data<int64_t>((*u)[1]), (std::vector<int64_t>{0, 1, 3}));
