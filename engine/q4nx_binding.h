@@ -3,11 +3,9 @@
 
 #include "absl/status/status.h"
 #include "graph/onnx_loader.h"
+#include "quant/q4nx.h"  // kQ4NXWeightsKey
 
 namespace oneinfer {
-
-// metadata_props key naming the Q4NX file, relative to the model's folder.
-inline constexpr char kQ4NXWeightsKey[] = "oneinfer.q4nx_weights";
 
 // When the model names a Q4NX file: opens it and binds each graph input read as MatMul B to the
 // file's q4_1 tensor of that name (BindExternalQ4Weights). Does nothing without the key.
