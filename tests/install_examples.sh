@@ -3,7 +3,9 @@
 # (and the example in docs/api.md) as a separate CMake project that sees only that prefix, build
 # run_graph once more through pkg-config (shared and static), and run everything on models this
 # script makes: a small MLP written with python3-onnx, and a random tiny Qwen3 from the installed
-# `oneinfer export-qwen3`. Each program's output is checked against numpy or `oneinfer run`.
+# `oneinfer export-qwen3`. Each program's output is checked against numpy or `oneinfer run`;
+# quantize_model (which converts its own random Qwen3 through oneinfer/convert.h) against the
+# files `oneinfer export-qwen3` and `oneinfer quantize` write from the same inputs.
 # usage: tests/install_examples.sh BUILD_DIR     (KEEP=1 keeps the temporary folder for a look)
 set -euo pipefail
 cd "$(dirname "$0")/.."
