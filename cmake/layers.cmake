@@ -14,6 +14,9 @@ set(ONEINFER_LAYER_USES_ops    base graph quant)
 set(ONEINFER_LAYER_USES_quant  base)
 set(ONEINFER_LAYER_USES_engine base graph quant npu ops engine_api)
 set(ONEINFER_LAYER_USES_llm    base engine_api llm_api)
+# Converters write graphs (graph/) and quantise or pack weights (quant/); they run models and
+# tokenize calibration text through the public API only.
+set(ONEINFER_LAYER_USES_convert base graph quant engine_api llm_api)
 
 set(ONEINFER_LAYERS "")
 set(ONEINFER_LAYER_OBJECTS "")

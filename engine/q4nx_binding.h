@@ -4,11 +4,9 @@
 #include "absl/status/statusor.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/pass.h"
+#include "quant/q4nx.h"  // kQ4NXWeightsKey
 
 namespace oneinfer {
-
-// metadata_props key naming the Q4NX file, relative to the model's folder.
-inline constexpr char kQ4NXWeightsKey[] = "oneinfer.q4nx_weights";
 
 // When the model names a Q4NX file: opens it and returns the lookup the external_weight_binding
 // pass binds each graph input read as MatMul B with (the file's q4_1 tensor of that name). An

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/thread_pool.h"
+#include "quant/weight_quant.h"
 
 namespace oneinfer {
 namespace {
@@ -96,15 +97,9 @@ A8W8Weights::DeviceCopy::~DeviceCopy() {
 A8W8Weights A8W8Weights::FromFloat(const float* w, int64_t K, int64_t N, Int8GemmOffload* offload) {
   A8W8Weights out;
   out.scales_.assign(std::max<int64_t>(0, N), 0.0f);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n)
-      out.scales_[n] = std::max(out.scales_[n], std::fabs(w[k * N + n]));
-  for (float& s : out.scales_) s /= kQMax;
   // The int8 copy lives only until it is packed, unless the device will take this shape.
   std::vector<int8_t> q(static_cast<size_t>(std::max<int64_t>(0, K * N)));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n)
-      q[k * N + n] = out.scales_[n] == 0.0f ? 0 : QuantizeOne(w[k * N + n], out.scales_[n]);
+  QuantizeWeightsS8(w, K, N, WeightLayout::kKN, /*per_column=*/true, q.data(), out.scales_.data());
   out.packed_ = PackedWeightsS8::Pack(q.data(), K, N, N);
   out.offload_ = offload;
   if (offload != nullptr && offload->PrepareDesign(K, N)) {
@@ -119,8 +114,7 @@ A8W8Weights A8W8Weights::FromFloatTransposed(const float* w, int64_t K, int64_t 
   A8W8Weights out;
   out.scales_.assign(std::max<int64_t>(0, N), 0.0f);
   std::vector<int8_t> q(static_cast<size_t>(std::max<int64_t>(0, K * N)));
-  // Row n of w is output column n: quantising it is QuantizeRowsS8 on an [N, K] matrix.
-  QuantizeRowsS8(N, K, w, K, q.data(), K, out.scales_.data());
+  QuantizeWeightsS8(w, K, N, WeightLayout::kNK, /*per_column=*/true, q.data(), out.scales_.data());
   out.packed_ = PackedWeightsS8::PackTransposed(q.data(), K, N, K);
   return out;
 }

@@ -45,7 +45,7 @@ class A8W8Weights {
   int64_t K() const { return packed_.K(); }
   int64_t N() const { return packed_.N(); }
   const PackedWeightsS8& packed() const { return packed_; }
-  // s_w[n] = amax over column n / 127 (0 for an all-zero column).
+  // s_w[n] = amax over column n / 127 (1 for an all-zero column: quant/weight_quant.h).
   const float* scales() const { return scales_.data(); }
   // The offload this weight was made for (null: host only).
   Int8GemmOffload* offload() const { return offload_; }

@@ -14,7 +14,11 @@
 
 namespace oneinfer {
 class ThreadPool;
-}
+
+// metadata_props key naming a model's Q4NX file, relative to the model's folder: the
+// exporter writes it, the engine binds the file at load (engine/q4nx_binding.h).
+inline constexpr char kQ4NXWeightsKey[] = "oneinfer.q4nx_weights";
+}  // namespace oneinfer
 
 namespace oneinfer::q4nx {
 

@@ -3,7 +3,9 @@
 # (and the example in docs/api.md) as a separate CMake project that sees only that prefix, build
 # run_graph once more through pkg-config (shared and static), and run everything on models this
 # script makes: a small MLP written with python3-onnx, and a random tiny Qwen3 from the installed
-# `oneinfer export-qwen3`. Each program's output is checked against numpy or `oneinfer run`.
+# `oneinfer export-qwen3`. Each program's output is checked against numpy or `oneinfer run`;
+# quantize_model (which converts its own random Qwen3 through oneinfer/convert.h) against the
+# files `oneinfer export-qwen3` and `oneinfer quantize` write from the same inputs.
 # usage: tests/install_examples.sh BUILD_DIR     (KEEP=1 keeps the temporary folder for a look)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,7 @@ for f in "$LIBDIR/liboneinfer.a" "$PREFIX/bin/oneinfer" \
          "$LIBDIR/pkgconfig/oneinfer.pc" "$PREFIX/include/oneinfer/version.h"; do
   [ -e "$f" ] || fail "not installed: ${f#"$PREFIX"/}"
 done
-for h in tensor session tokenizer generator; do
+for h in tensor session tokenizer generator convert; do
   [ -f "$PREFIX/include/oneinfer/$h.h" ] || fail "not installed: include/oneinfer/$h.h"
 done
 readelf -d "$so" | grep -q 'SONAME.*liboneinfer\.so\.' || fail "liboneinfer.so has no versioned SONAME"
@@ -52,7 +54,7 @@ step "docs/api.md covers every public declaration of the installed headers"
 step "liboneinfer.so exports the API only"
 # Built with hidden visibility: the only exported symbols are what include/oneinfer/ marks
 # ONEINFER_API (docs/api.md lists them).
-api='(Tensor|Session|Generator|Tokenizer)(::| )|(DTypeSize|StorageBytes|DTypeName|IsFloatingPoint|IsInteger|NumElements|ShapeToString|SampleToken|VersionString)[[(]'
+api='(Tensor|Session|Generator|Tokenizer)(::| )|(DTypeSize|StorageBytes|DTypeName|IsFloatingPoint|IsInteger|NumElements|ShapeToString|SampleToken|VersionString|ExportQwen3|WriteRandomQwen3|QuantizeA8W8)[[(]'
 leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
          { grep -vE "^(oneinfer::Tensor )?oneinfer::($api)" || true; } | grep -vE '^(_init|_fini)$' || true)
 leaked+=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt | grep -E '::Impl::' || true)
@@ -226,6 +228,26 @@ gen stopped --max-new-tokens 12 --stop "$stop_id"
 grep -q "^generated $stop_len tokens in $stop_len callbacks, stopped by stop id\$" "$work/stopped.gen" ||
   fail "with --stop $stop_id generate_text should stop after $stop_len tokens: $(tail -1 "$work/stopped.gen")"
 echo "  --stop $stop_id: stopped after $stop_len tokens"
+
+step "quantize_model: export and A8W8 quantisation through the installed library (oneinfer/convert.h)"
+"$work/ex/quantize_model" "$work/convert" --threads 2 > "$work/quantize_model.out" 2>&1 ||
+  { cat "$work/quantize_model.out"; fail "quantize_model failed"; }
+# Tiny Qwen3: 7 projections x 2 layers + lm_head quantised; 2 x 2 attention products and the
+# rotary outer product stay float; 8 + 6 calibration ids in 2 runs.
+grep -q '^quantized 15 MatMuls ([0-9]* activation ranges from 2 runs / 14 tokens); left float: 5$' "$work/quantize_model.out" &&
+  grep -q '^eval: 14 positions, mean KL [0-9.]* nats, top-1 agreement [0-9.]*%$' "$work/quantize_model.out" &&
+  grep -q '^next token: float [0-9]*, a8w8 [0-9]*$' "$work/quantize_model.out" ||
+  { cat "$work/quantize_model.out"; fail "quantize_model printed an unexpected report"; }
+# The library and the installed command are one converter: the same inputs give the same bytes.
+"$PREFIX/bin/oneinfer" export-qwen3 "$work/convert/ckpt" -o "$work/convert/cli_float/model.onnx" > /dev/null ||
+  fail "oneinfer export-qwen3 of quantize_model's checkpoint failed"
+"$PREFIX/bin/oneinfer" quantize "$work/convert/float/model.onnx" -o "$work/convert/cli_a8w8/model.onnx" --a8w8 \
+  --calib-ids "$work/convert/ids.txt" --threads 2 > /dev/null || fail "oneinfer quantize of quantize_model's graph failed"
+for f in float/model.onnx float/model.onnx.data a8w8/model.onnx a8w8/model.onnx.data; do
+  cli=${f/float/cli_float}; cli=${cli/a8w8/cli_a8w8}
+  cmp -s "$work/convert/$f" "$work/convert/$cli" || fail "quantize_model's $f differs from the command's $cli"
+done
+echo "  $(sed -n 2p "$work/quantize_model.out"); same files as oneinfer export-qwen3 / quantize"
 
 step "qdq_report on QDQ graphs written here (tests/qdq_graphs.py) and on the float MLP"
 "$PY" "$SRC/tests/qdq_graphs.py" build "$work/qdq" > "$work/qdq-build.log" || { cat "$work/qdq-build.log"; fail "qdq_graphs.py build failed"; }

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "tests/test_util.h"
-#include "tools/safetensors.h"
+#include "convert/checkpoint.h"
 
 using oneinfer::testing::RunCli;
 
@@ -34,11 +34,11 @@ class Qwen3Cli : public ::testing::Test {
     delete dir_;
   }
   // A copy of the random checkpoint with `edit` applied to its tensor list.
-  fs::path EditedCheckpoint(const std::string& tag, const std::function<void(std::vector<cli::SafeTensorOut>&)>& edit) {
+  fs::path EditedCheckpoint(const std::string& tag, const std::function<void(std::vector<convert::SafeTensorOut>&)>& edit) {
     const fs::path out = *dir_ / tag;
     fs::create_directories(out);
     fs::copy_file(*dir_ / "ckpt" / "config.json", out / "config.json", fs::copy_options::overwrite_existing);
-    std::vector<cli::SafeTensorOut> ts;
+    std::vector<convert::SafeTensorOut> ts;
     ts.push_back({"model.embed_tokens.weight", "F32", {151936, 64}, std::vector<unsigned char>(151936 * 64 * 4)});
     for (int l = 0; l < 2; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -56,7 +56,7 @@ class Qwen3Cli : public ::testing::Test {
     }
     ts.push_back({"model.norm.weight", "F32", {64}, std::vector<unsigned char>(64 * 4)});
     edit(ts);
-    EXPECT_TRUE(cli::WriteSafetensors((out / "model.safetensors").string(), ts).ok());
+    EXPECT_TRUE(convert::WriteSafetensors((out / "model.safetensors").string(), ts).ok());
     return out;
   }
   static fs::path* dir_;
@@ -71,7 +71,7 @@ TEST_F(Qwen3Cli, WellFormedEditedCheckpointExports) {
 
 TEST_F(Qwen3Cli, MissingTensorIsNamed) {
   const fs::path ck = EditedCheckpoint("missing", [](auto& ts) {
-    std::erase_if(ts, [](const cli::SafeTensorOut& t) { return t.name == "model.layers.1.mlp.up_proj.weight"; });
+    std::erase_if(ts, [](const convert::SafeTensorOut& t) { return t.name == "model.layers.1.mlp.up_proj.weight"; });
   });
   auto [code, out] = RunCli("export-qwen3 " + ck.string() + " -o " + (ck / "out" / "model.onnx").string());
   EXPECT_EQ(code, 1);

@@ -1,4 +1,4 @@
-#include "tools/safetensors.h"
+#include "convert/checkpoint.h"
 
 #include <cstring>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace oneinfer::cli {
+namespace oneinfer::convert {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -85,4 +85,4 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<SafeTen
   return WriteSafetensorsFile(path, tensors);
 }
 
-}  // namespace oneinfer::cli
+}  // namespace oneinfer::convert

@@ -1,12 +1,11 @@
-#include "tools/export_q4nx.h"
+#include "convert/q4nx_writer.h"
 
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
-#include "engine/q4nx_binding.h"
 #include "quant/q4nx.h"
 
-namespace oneinfer::cli {
+namespace oneinfer::convert {
 
 absl::StatusOr<std::string> Q4NXWeightSink::Add(onnx::GraphProto* g, const std::string& name, const std::vector<float>& w,
                                                 int64_t out, int64_t in) {
@@ -34,4 +33,4 @@ absl::Status Q4NXWeightSink::Finish(onnx::ModelProto* model) {
   return absl::OkStatus();
 }
 
-}  // namespace oneinfer::cli
+}  // namespace oneinfer::convert

@@ -1,11 +1,13 @@
-// oneinfer export-qwen3: a Hugging Face Qwen3 checkpoint -> a plain opset-21 ONNX graph.
+// ExportQwen3 (oneinfer/convert.h): a Hugging Face Qwen3 checkpoint -> a plain opset-21 ONNX graph.
 //
 // Weights go to an external data file beside the graph. Projection weights are stored
 // transposed ([in, out], so each MatMul reads [K, N]) under the checkpoint's own names.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 
 #include <Eigen/Core>
@@ -13,37 +15,18 @@
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
-#include "tools/cli.h"
-#include "tools/export_q4nx.h"
-#include "tools/safetensors.h"
+#include "convert/checkpoint.h"
+#include "convert/q4nx_writer.h"
+#include "oneinfer/convert.h"
+#include "quant/weight_quant.h"
 
-namespace oneinfer::cli {
+namespace oneinfer {
+namespace convert {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-constexpr const char* kHelp =
-    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached] [--weights FORMAT]\n"
-    "       oneinfer export-qwen3 --random CONFIG -o DIR [--layers N] [--seed S]\n"
-    "\n"
-    "Reads config.json and model.safetensors (or shards with model.safetensors.index.json;\n"
-    "BF16, F16 or F32) and writes a float32 opset-21 graph with weights in MODEL.onnx.data.\n"
-    "  default    input_ids int64 [1, S] -> logits float [1, S, V]\n"
-    "  --cached   adds past_kv float [2L, 1, KVH, P, D] -> present_kv [2L, 1, KVH, P+S, D]\n"
-    "             (index 2l = key of layer l, 2l+1 = value); positions start at P\n"
-    "  --weights  float (default) | int8: projections and lm_head as int8 per output column\n"
-    "             (symmetric) + DequantizeLinear axis=1 | int4: int4 in blocks of 32 along K\n"
-    "             (q4_0-style symmetric) + DequantizeLinear axis=0, block_size=32; the embedding\n"
-    "             Gather keeps its float table | q4nx: projections and lm_head as 4-bit q4_1\n"
-    "             in MODEL.q4nx (a Q4NX file), read by the graph as float [in, out] inputs\n"
-    "             of their checkpoint names, bound from that file at load (docs/q4nx.md)\n"
-    "tokenizer.json, tokenizer_config.json and generation_config.json are copied beside it.\n"
-    "\n"
-    "--random writes a random-weight checkpoint (config.json + model.safetensors, BF16) of a\n"
-    "named architecture: qwen3-0.6b (the real shape) or tiny (2 layers, small widths);\n"
-    "--layers overrides the layer count (e.g. a 2-layer model at the real widths).\n";
 
 struct Qwen3Config {
   int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
@@ -189,26 +172,9 @@ std::vector<float> Transposed(const std::vector<float>& w, int64_t out, int64_t 
   return t;
 }
 
-enum class WeightFormat { kFloat, kInt8, kInt4 };
+using WeightFormat = Qwen3Weights;
 // ONNX's int4 element type (IR 10), newer than the system onnx.proto's enum.
 constexpr int kOnnxInt4 = 22;
-
-// w: [N, K] row-major (a checkpoint's [out, in]) -> int8 [K, N] codes with one symmetric scale
-// per output column (amax / 127, round half to even); the codes' bytes and the N scales.
-void QuantizeInt8PerColumn(const std::vector<float>& w, int64_t N, int64_t K, std::vector<int8_t>* q,
-                           std::vector<float>* scales) {
-  q->assign(static_cast<size_t>(N * K), 0);
-  scales->assign(static_cast<size_t>(N), 0.0f);
-  for (int64_t n = 0; n < N; ++n) {
-    float amax = 0.0f;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
-    const float s = amax / 127.0f;
-    (*scales)[n] = s;
-    if (s == 0.0f) continue;
-    for (int64_t k = 0; k < K; ++k)
-      (*q)[k * N + n] = static_cast<int8_t>(std::clamp(std::nearbyint(w[n * K + k] / s), -127.0f, 127.0f));
-  }
-}
 
 // w: [N, K] -> int4 [K, N] packed two per byte, blocks of 32 along K per column with scale
 // d = v / -8 where v is the block's value of largest magnitude (so v maps to -8, the full
@@ -238,8 +204,8 @@ void QuantizeInt4Blocked(const std::vector<float>& w, int64_t N, int64_t K, std:
     }
 }
 
-absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached,
-                    WeightFormat format = WeightFormat::kFloat, Q4NXWeightSink* q4nx = nullptr) {
+absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cached, WeightFormat format,
+                    Q4NXWeightSink* q4nx) {
   auto cfg_or = ReadConfig(ckpt_dir / "config.json");
   if (!cfg_or.ok()) return cfg_or.status();
   const Qwen3Config& c = *cfg_or;
@@ -300,14 +266,17 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
       if (!in.ok()) status = in.status();
       return name;
     }
-    if (format == WeightFormat::kFloat) return b.Weight(name, Transposed(w, N, K), {K, N});
+    if (format == WeightFormat::kFloat || format == WeightFormat::kQ4NX) return b.Weight(name, Transposed(w, N, K), {K, N});
     std::vector<float> scales;
     std::string codes;
     onnx::AttributeProto block;
     int64_t axis = 1;
     if (format == WeightFormat::kInt8) {
-      std::vector<int8_t> q;
-      QuantizeInt8PerColumn(w, N, K, &q, &scales);
+      // One symmetric scale per output column (quant/weight_quant.h), codes [K, N].
+      const std::vector<float> t = Transposed(w, N, K);
+      std::vector<int8_t> q(t.size());
+      scales.resize(static_cast<size_t>(N));
+      QuantizeWeightsS8(t.data(), K, N, WeightLayout::kKN, /*per_column=*/true, q.data(), scales.data());
       codes = b.Raw(name, onnx::TensorProto::INT8, q.data(), q.size(), {K, N});
       b.Raw(name + "_scale", onnx::TensorProto::FLOAT, scales.data(), scales.size() * sizeof(float), {N});
     } else {
@@ -533,59 +502,28 @@ absl::Status WriteRandom(const std::string& arch, const fs::path& dir, int64_t l
 }
 
 }  // namespace
+}  // namespace convert
 
-int CmdExportQwen3(int argc, char** argv) {
-  Args args(argc, argv, 2);
-  if (args.TakeFlag("--help", "-h")) {
-    std::cout << kHelp;
-    return 0;
+absl::StatusOr<ExportQwen3Result> ExportQwen3(const std::string& checkpoint_dir, const std::string& model,
+                                              const ExportQwen3Options& options) {
+  ExportQwen3Result r;
+  r.model = model;
+  r.data = model + ".data";
+  std::unique_ptr<convert::Q4NXWeightSink> q4nx;
+  if (options.weights == Qwen3Weights::kQ4NX) {
+    const std::filesystem::path file = std::filesystem::path(model).replace_extension(".q4nx");
+    if (file == std::filesystem::path(model)) {
+      return absl::InvalidArgumentError("with --weights q4nx the graph needs a name other than *.q4nx (the weights take it)");
+    }
+    q4nx = std::make_unique<convert::Q4NXWeightSink>(file);
+    r.q4nx = file.string();
   }
-  std::string out, random, layers, seed;
-  args.Take("-o", &out, "--output");
-  args.Take("--random", &random);
-  args.Take("--layers", &layers);
-  args.Take("--seed", &seed);
-  const bool cached = args.TakeFlag("--cached");
-  std::string weights = "float";
-  args.Take("--weights", &weights);
-  WeightFormat format = WeightFormat::kFloat;
-  if (weights == "int8") format = WeightFormat::kInt8;
-  else if (weights == "int4") format = WeightFormat::kInt4;
-  else if (weights != "float" && weights != "q4nx") {
-    return Fail(absl::StrCat("--weights takes float, int8, int4 or q4nx, not '", weights, "'"));
-  }
-  std::vector<std::string> pos;
-  if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
-  if (out.empty()) return Fail("export-qwen3 needs -o OUTPUT (see oneinfer export-qwen3 --help)");
-  int64_t n_layers = 0;
-  uint64_t seed_v = 0;
-  try {
-    if (!layers.empty()) n_layers = std::stoll(layers);
-    if (!seed.empty()) seed_v = std::stoull(seed);
-  } catch (...) {
-    return Fail("--layers and --seed take numbers");
-  }
-  if (!random.empty()) {
-    if (!pos.empty()) return Fail("--random takes no checkpoint folder");
-    auto s = WriteRandom(random, out, n_layers, seed_v);
-    if (!s.ok()) return Fail(s);
-    std::cout << "wrote a random " << random << " checkpoint to " << out << "\n";
-    return 0;
-  }
-  if (pos.size() != 1) return Fail("export-qwen3 needs one CHECKPOINT_DIR (see oneinfer export-qwen3 --help)");
-  if (!fs::is_directory(pos[0])) return Fail(absl::StrCat("checkpoint folder '", pos[0], "' does not exist"));
-  std::unique_ptr<Q4NXWeightSink> q4nx;
-  if (weights == "q4nx") {
-    const fs::path file = fs::path(out).replace_extension(".q4nx");
-    if (file == fs::path(out)) return Fail("with --weights q4nx the graph needs a name other than *.q4nx (the weights take it)");
-    q4nx = std::make_unique<Q4NXWeightSink>(file);
-  }
-  auto s = Export(pos[0], out, cached, format, q4nx.get());
-  if (!s.ok()) return Fail(s);
-  std::cout << "wrote " << out << " (+ " << fs::path(out).filename().string() << ".data";
-  if (q4nx) std::cout << ", " << q4nx->file().filename().string();
-  std::cout << ")\n";
-  return 0;
+  if (auto s = convert::Export(checkpoint_dir, model, options.cached, options.weights, q4nx.get()); !s.ok()) return s;
+  return r;
 }
 
-}  // namespace oneinfer::cli
+absl::Status WriteRandomQwen3(const std::string& dir, const RandomQwen3Options& options) {
+  return convert::WriteRandom(options.architecture, dir, options.layers, options.seed);
+}
+
+}  // namespace oneinfer

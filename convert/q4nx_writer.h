@@ -1,4 +1,4 @@
-// export-qwen3 --weights q4nx: the projections and lm_head go to a Q4NX file beside the graph
+// The Qwen3 exporter with --weights q4nx (Qwen3Weights::kQ4NX): the projections and lm_head go to a Q4NX file beside the graph
 // as q4_1; the graph reads each as a float32 [in, out] graph input of the checkpoint's name,
 // which the session binds from that file at load (docs/q4nx.md).
 #pragma once
@@ -15,7 +15,7 @@ class GraphProto;
 class ModelProto;
 }  // namespace onnx
 
-namespace oneinfer::cli {
+namespace oneinfer::convert {
 
 class Q4NXWeightSink {
  public:
@@ -34,4 +34,4 @@ class Q4NXWeightSink {
   std::vector<SafetensorsOut> tensors_;
 };
 
-}  // namespace oneinfer::cli
+}  // namespace oneinfer::convert

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "base/safetensors.h"
 
-namespace oneinfer::cli {
+namespace oneinfer::convert {
 
 struct SafeTensor {
   std::string dtype;           // "F32", "F16", "BF16", ...
@@ -43,4 +43,4 @@ using oneinfer::Bf16ToF32;
 using oneinfer::F16ToF32;
 using oneinfer::F32ToBf16;
 
-}  // namespace oneinfer::cli
+}  // namespace oneinfer::convert
