@@ -198,8 +198,7 @@ absl::Status Quantizer::Calibrate() {
     if (!outputs.count(name)) probe.mutable_graph()->add_output()->set_name(name);
   }
   const std::string bytes = probe.SerializeAsString();
-  SessionOptions so;
-  so.num_threads = o_.threads;
+  const SessionOptions& so = o_.session;
   auto session = Session::LoadFromBuffer(bytes.data(), bytes.size(), so, base_dir_.string());
   if (!session.ok()) return absl::Status(session.status().code(), absl::StrCat("loading the float model for calibration: ", session.status().message()));
   const Session& s = **session;
@@ -557,8 +556,7 @@ absl::Status Quantizer::Evaluate() {
   }
   if (ids.empty()) return absl::InvalidArgumentError("the evaluation data is empty");
   if (static_cast<int64_t>(ids.size()) > o_.calib_tokens) ids.resize(static_cast<size_t>(o_.calib_tokens));
-  SessionOptions so;
-  so.num_threads = o_.threads;
+  const SessionOptions& so = o_.session;
   double kl_sum = 0, kl_max = 0, uniform_sum = 0;  // uniform: KL(float || uniform), for scale
   int64_t agree = 0, positions = 0;
   auto fsession = Session::Load(model_path_, so);

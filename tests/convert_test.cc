@@ -172,7 +172,7 @@ TEST_F(ConvertApi, QuantizeA8W8ReportsWhatItWroteAndEvaluates) {
   o.calib_ids = ids.string();
   o.eval_ids = ids.string();
   o.calib_seq = 8;
-  o.threads = 2;
+  o.session.num_threads = 2;
   const fs::path out = *dir_ / "a8w8" / "model.onnx";
   auto r = QuantizeA8W8(fl.string(), out.string(), o);
   ASSERT_TRUE(r.ok()) << r.status();

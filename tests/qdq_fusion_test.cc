@@ -1152,25 +1152,6 @@ TEST(QdqFusion, TheCallersKernelLimitsDecideTheLongestReduction) {
   EXPECT_EQ(too_long.refused.at("weight_shape"), 1);
 }
 
-TEST(QdqFusion, QdqTraceIsASessionOption) {
-  const bool was_on = SetTraceToStderr(LogCategory::kQdq, false);  // whatever the environment says
-  for (bool trace : {true, false}) {
-    SCOPED_TRACE(trace);
-    Case c;
-    Built b = Build(c);
-    SessionOptions opts;
-    opts.num_threads = 1;
-    opts.qdq_trace = trace;
-    ::testing::internal::CaptureStderr();
-    auto s = SessionImpl::Create(std::move(b.model), opts);
-    const std::string err = ::testing::internal::GetCapturedStderr();
-    ASSERT_TRUE(s.ok()) << s.status();
-    EXPECT_EQ(absl::StrContains(err, "qdq_fused count=1"), trace) << err;
-    EXPECT_EQ(absl::StrContains(err, "qdq_group node=mm k=16 n=6"), trace) << err;
-  }
-  SetTraceToStderr(LogCategory::kQdq, was_on);
-}
-
 TEST(QdqFusion, AnAiOnnxDomainMatMulIsTheDefaultDomain) {
   Case c;
   Built b = Build(c);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "oneinfer/convert.h"
 #include "tools/cli.h"
+#include "tools/env_options.h"
 
 namespace oneinfer::cli {
 
@@ -70,7 +71,7 @@ void PrintReport(const QuantizeA8W8Report& r, const QuantizeA8W8Options& o, cons
 int CmdQuantize(int argc, char** argv) {
   Args args(argc, argv, 2);
   if (args.TakeFlag("--help", "-h")) {
-    std::cout << kHelp;
+    std::cout << kHelp << EnvironmentHelp();
     return 0;
   }
   QuantizeA8W8Options o;
@@ -126,11 +127,12 @@ int CmdQuantize(int argc, char** argv) {
   }
   if (!threads.empty()) {
     if (!ParseCount(threads, &v)) return Fail(absl::StrCat("--threads '", threads, "' is not a positive count"));
-    o.threads = static_cast<int>(v);
+    o.session.num_threads = static_cast<int>(v);
   }
   const int sources = !o.calib_text.empty() + !o.calib_ids.empty() + !o.calib_inputs.empty();
   if (sources > 1) return Fail("give at most one of --calib, --calib-ids and --calib-inputs");
   if (!o.eval_text.empty() && !o.eval_ids.empty()) return Fail("give at most one of --eval and --eval-ids");
+  if (auto s = ApplySessionEnvironment(&o.session); !s.ok()) return Fail(s);
   auto r = QuantizeA8W8(pos[0], out, o);
   if (!r.ok()) return Fail(r.status());
   PrintReport(*r, o, out);

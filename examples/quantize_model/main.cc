@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   oneinfer::QuantizeA8W8Options options;
   options.calib_ids = ids_file;
   options.eval_ids = ids_file;
-  options.threads = threads;
+  options.session.num_threads = threads;
   auto report = oneinfer::QuantizeA8W8(exported->model, dir + "/a8w8/model.onnx", options);
   if (!report.ok()) return Fail("quantize", report.status());
   int left = 0;

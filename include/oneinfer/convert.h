@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "oneinfer/export.h"
+#include "oneinfer/session.h"
 
 namespace oneinfer {
 
@@ -71,7 +72,7 @@ struct QuantizeA8W8Options {
   bool activation_uint8 = true;  // uint8 asymmetric (ONNX Runtime's form), else int8 symmetric
   bool matmul_only = false;    // quantise the MatMul inputs only; their outputs stay float
   std::string domain;          // of the Q/DQ nodes: "" (ai.onnx) or "com.microsoft"
-  int threads = 0;             // for the calibration runs; 0 = all cores
+  SessionOptions session;      // for the calibration and evaluation runs (num_threads 0 = all cores)
   // Afterwards, run the float and the quantised graphs on this text file / id file and compare
   // their logits (a causal LM only; at most one of the two).
   std::string eval_text, eval_ids;
