@@ -10,11 +10,11 @@
 #include <memory>
 #include <random>
 
-#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/half.h"
 #include "convert/checkpoint.h"
 #include "convert/q4nx_writer.h"
 #include "oneinfer/convert.h"
@@ -154,15 +154,6 @@ onnx::AttributeProto AttrInts(const std::string& name, const std::vector<int64_t
   for (int64_t x : v) a.add_ints(x);
   return a;
 }
-onnx::AttributeProto AttrTensorF(const std::string& name, float v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::TENSOR);
-  a.mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
-  a.mutable_t()->add_dims(1);
-  a.mutable_t()->add_float_data(v);
-  return a;
-}
 
 // [out, in] row-major -> [in, out].
 std::vector<float> Transposed(const std::vector<float>& w, int64_t out, int64_t in) {
@@ -193,7 +184,7 @@ void QuantizeInt4Blocked(const std::vector<float>& w, int64_t N, int64_t K, std:
       // d rounded to a float16 value (when that is a normal one) lets the 4-bit kernel keep
       // its scales in 16 bits; the codes are then chosen against the rounded d.
       float d = v / -8.0f;
-      const float d16 = static_cast<float>(Eigen::half(d));
+      const float d16 = F16ToF32(F32ToF16(d));
       if (std::fabs(d16) >= 6.103515625e-05f && std::isfinite(d16)) d = d16;
       (*scales)[b * N + n] = d;
       for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {

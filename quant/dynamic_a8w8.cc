@@ -14,19 +14,6 @@
 namespace oneinfer {
 namespace {
 
-constexpr float kQMax = 127.0f;
-
-// SSE2 (the x86-64 baseline) keeps these inline: std::nearbyint is a libm call there (roundss
-// needs SSE4.1) and costs more than the int8 GEMM's share of a small MatMul.
-
-// round-half-to-even(x / scale) clamped to [-127, 127]: cvtss2si rounds in the MXCSR mode,
-// nearest-even in the default floating-point environment, which the engine never changes.
-// Clamping before rounding is the same as after, since the bounds are integers.
-inline int8_t QuantizeOne(float x, float scale) {
-  const float v = std::clamp(x / scale, -kQMax, kQMax);
-  return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(v)));
-}
-
 float AbsMax(const float* x, int64_t K) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
   __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
@@ -42,9 +29,9 @@ float AbsMax(const float* x, int64_t K) {
   return amax;
 }
 
-// q[k] = QuantizeOne(x[k], scale), four at a time.
+// q[k] = QuantizeToS8(x[k], scale), four at a time.
 void QuantizeRow(const float* x, int64_t K, float scale, int8_t* q) {
-  const __m128 vs = _mm_set1_ps(scale), lo = _mm_set1_ps(-kQMax), hi = _mm_set1_ps(kQMax);
+  const __m128 vs = _mm_set1_ps(scale), lo = _mm_set1_ps(-kS8Max), hi = _mm_set1_ps(kS8Max);
   int64_t k = 0;
   for (; k + 4 <= K; k += 4) {
     const __m128 v = _mm_min_ps(_mm_max_ps(_mm_div_ps(_mm_loadu_ps(x + k), vs), lo), hi);
@@ -53,7 +40,7 @@ void QuantizeRow(const float* x, int64_t K, float scale, int8_t* q) {
     const int32_t four = _mm_cvtsi128_si32(i8);
     std::memcpy(q + k, &four, sizeof(four));
   }
-  for (; k < K; ++k) q[k] = QuantizeOne(x[k], scale);
+  for (; k < K; ++k) q[k] = QuantizeToS8(x[k], scale);
 }
 
 // y[n] = (float(c[n]) * s) * sw[n].
@@ -81,7 +68,7 @@ void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q
   for (int64_t i = 0; i < M; ++i) {
     const float* xr = x + i * ldx;
     int8_t* qr = q + i * ldq;
-    const float scale = AbsMax(xr, K) / kQMax;
+    const float scale = AbsMax(xr, K) / kS8Max;
     scales[i] = scale;
     if (scale == 0.0f)
       std::fill(qr, qr + K, int8_t{0});  // all-zero row: no division by zero

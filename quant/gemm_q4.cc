@@ -9,7 +9,6 @@
 #include <iterator>
 #include <mutex>
 
-#include <Eigen/Core>
 
 #include "absl/strings/str_cat.h"
 #include "base/kernel_tier.h"
@@ -127,15 +126,15 @@ absl::Status PackedWeightsQ4::StoreBlock(int64_t b, int64_t n0, int64_t nr, cons
       }
       continue;
     }
-    Eigen::half* dd = reinterpret_cast<Eigen::half*>(dst + kQ4CodeBytes);
+    uint16_t* dd = reinterpret_cast<uint16_t*>(dst + kQ4CodeBytes);
     for (int64_t j = 0; j < cols; ++j) {
       const float dv = d[(p0 + j) * ldd], mv = m[(p0 + j) * ldd];
       if (!ExactInFloat16(dv) || !ExactInFloat16(mv))
         return absl::InvalidArgumentError(absl::StrCat(
             "4-bit weights: d = ", dv, " or m = ", mv, " of column ", n0 + p0 + j, ", block ", b,
             " is not exact in float16"));
-      dd[j] = Eigen::half(dv);
-      dd[P + j] = Eigen::half(mv);
+      dd[j] = F32ToF16(dv);
+      dd[P + j] = F32ToF16(mv);
     }
   }
   return absl::OkStatus();
@@ -243,9 +242,9 @@ namespace {
 // Entry i of the d (i < 16) and m (i >= 16) array of one packed block.
 float ScaleEntry(const uint8_t* block, Q4ScaleFormat format, int64_t i) {
   if (format == Q4ScaleFormat::kF16) {
-    Eigen::half h;
+    uint16_t h;
     std::memcpy(&h, block + kQ4CodeBytes + i * 2, 2);
-    return static_cast<float>(h);
+    return F16ToF32(h);
   }
   float v;
   std::memcpy(&v, block + kQ4CodeBytes + i * 4, 4);

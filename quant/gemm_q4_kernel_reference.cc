@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstring>
 
-#include <Eigen/Core>
 
 #include "quant/gemm_q4.h"
 #include "quant/gemm_q4_internal.h"
@@ -16,11 +15,11 @@ constexpr int64_t P = kQ4Panel;
 template <bool F16>
 void LoadScales(const uint8_t* block, float* d, float* m) {
   if constexpr (F16) {
-    Eigen::half h[2 * P];
+    uint16_t h[2 * P];
     std::memcpy(h, block + kQ4CodeBytes, sizeof(h));
     for (int64_t j = 0; j < P; ++j) {
-      d[j] = static_cast<float>(h[j]);
-      m[j] = static_cast<float>(h[P + j]);
+      d[j] = F16ToF32(h[j]);
+      m[j] = F16ToF32(h[P + j]);
     }
   } else {
     std::memcpy(d, block + kQ4CodeBytes, P * sizeof(float));

@@ -1,24 +1,9 @@
 #include "quant/weight_quant.h"
 
-#include <emmintrin.h>
-
 #include <algorithm>
 #include <cmath>
 
 namespace oneinfer {
-namespace {
-
-constexpr float kQMax = 127.0f;
-
-// round-half-to-even(x / scale) clamped to [-127, 127]: cvtss2si rounds in the MXCSR mode,
-// nearest-even in the default floating-point environment (std::nearbyint is a libm call on the
-// SSE2 baseline, too slow for loading large weights).
-inline int8_t QuantizeOne(float x, float scale) {
-  const float v = std::clamp(x / scale, -kQMax, kQMax);
-  return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(v)));
-}
-
-}  // namespace
 
 void QuantizeWeightsS8(const float* w, int64_t K, int64_t N, WeightLayout layout, bool per_column,
                        int8_t* q, float* scales) {
@@ -39,14 +24,14 @@ void QuantizeWeightsS8(const float* w, int64_t K, int64_t N, WeightLayout layout
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) slot(n) = std::max(slot(n), std::fabs(w[k * sk + n * sn]));
   }
-  for (int64_t i = 0; i < ns; ++i) scales[i] = scales[i] > 0.0f ? scales[i] / kQMax : 1.0f;
+  for (int64_t i = 0; i < ns; ++i) scales[i] = scales[i] > 0.0f ? scales[i] / kS8Max : 1.0f;
   // An all-zero column has scale 1, so its codes come out 0 without a special case.
   if (layout == WeightLayout::kKN) {
     for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) q[k * sk + n * sn] = QuantizeOne(w[k * sk + n * sn], slot(n));
+      for (int64_t n = 0; n < N; ++n) q[k * sk + n * sn] = QuantizeToS8(w[k * sk + n * sn], slot(n));
   } else {
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) q[k * sk + n * sn] = QuantizeOne(w[k * sk + n * sn], slot(n));
+      for (int64_t k = 0; k < K; ++k) q[k * sk + n * sn] = QuantizeToS8(w[k * sk + n * sn], slot(n));
   }
 }
 

@@ -2,9 +2,24 @@
 // weights and the run-time dynamic A8W8 MatMul's packed weights all come from here.
 #pragma once
 
+#include <emmintrin.h>
+
+#include <algorithm>
 #include <cstdint>
 
 namespace oneinfer {
+
+// Symmetric int8 codes reach +-127 (not -128), so that a product of two codes fits the VNNI sums.
+inline constexpr float kS8Max = 127.0f;
+
+// round-half-to-even(x / scale) clamped to [-127, 127]: cvtss2si rounds in the MXCSR mode,
+// nearest-even in the default floating-point environment, which the engine never changes
+// (std::nearbyint is a libm call on the SSE2 baseline; roundss needs SSE4.1). Clamping before
+// rounding is the same as after, since the bounds are integers. Weights and activations share it.
+inline int8_t QuantizeToS8(float x, float scale) {
+  const float v = std::clamp(x / scale, -kS8Max, kS8Max);
+  return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(v)));
+}
 
 // Where a weight matrix holds its output columns.
 enum class WeightLayout {

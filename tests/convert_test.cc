@@ -93,15 +93,7 @@ std::vector<float> ReadFloatInit(const onnx::ModelProto& m, const fs::path& dir,
   return {};
 }
 
-onnx::ModelProto ReadModel(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  onnx::ModelProto m;
-  const std::string s = ss.str();
-  EXPECT_TRUE(ParseModelProto(s.data(), s.size(), &m).ok()) << p;
-  return m;
-}
+using testing::ReadModel;
 
 // Logits of a causal-LM model for a few ids (all finite).
 void ExpectRuns(const fs::path& model) {

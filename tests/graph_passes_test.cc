@@ -15,15 +15,7 @@
 namespace oneinfer {
 namespace {
 
-onnx::TensorProto Int64Tensor(const std::string& name, const std::vector<int64_t>& dims,
-                              const std::vector<int64_t>& values) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::INT64);
-  for (int64_t d : dims) t.add_dims(d);
-  for (int64_t v : values) t.add_int64_data(v);
-  return t;
-}
+using testing::Int64Tensor;
 
 std::unique_ptr<Model> Load(const onnx::ModelProto& m) {
   auto model = ModelFromProto(m, ".");

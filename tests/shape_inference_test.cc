@@ -26,14 +26,6 @@ onnx::ValueInfoProto Info(const std::string& name, int elem, const std::vector<s
   return v;
 }
 
-onnx::TensorProto Ints(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& values) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::INT64);
-  for (int64_t d : dims) t.add_dims(d);
-  for (int64_t v : values) t.add_int64_data(v);
-  return t;
-}
 
 onnx::TensorProto Floats(const std::string& name, const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -91,15 +83,15 @@ onnx::ModelProto AttentionModel() {
   *g->add_initializer() = Floats("wk", {32, 16});
   *g->add_initializer() = Floats("wv", {32, 16});
   *g->add_initializer() = FloatTensor("scale", {}, {0.35f});
-  *g->add_initializer() = Ints("q_shape", {4}, {1, -1, 4, 8});
-  *g->add_initializer() = Ints("kv_shape", {4}, {1, -1, 2, 8});
-  *g->add_initializer() = Ints("axis2", {1}, {2});
-  *g->add_initializer() = Ints("axis0", {1}, {0});
-  *g->add_initializer() = Ints("rep", {5}, {1, 2, 2, 1, 1});
-  *g->add_initializer() = Ints("gqa_shape", {4}, {1, 4, -1, 8});
-  *g->add_initializer() = Ints("i0", {}, {0});
-  *g->add_initializer() = Ints("i1", {}, {1});
-  *g->add_initializer() = Ints("minus_one", {1}, {-1});
+  *g->add_initializer() = Int64Tensor("q_shape", {4}, {1, -1, 4, 8});
+  *g->add_initializer() = Int64Tensor("kv_shape", {4}, {1, -1, 2, 8});
+  *g->add_initializer() = Int64Tensor("axis2", {1}, {2});
+  *g->add_initializer() = Int64Tensor("axis0", {1}, {0});
+  *g->add_initializer() = Int64Tensor("rep", {5}, {1, 2, 2, 1, 1});
+  *g->add_initializer() = Int64Tensor("gqa_shape", {4}, {1, 4, -1, 8});
+  *g->add_initializer() = Int64Tensor("i0", {}, {0});
+  *g->add_initializer() = Int64Tensor("i1", {}, {1});
+  *g->add_initializer() = Int64Tensor("minus_one", {1}, {-1});
   auto add = [&](onnx::NodeProto n) { *g->add_node() = std::move(n); };
   add(MakeNode("MatMul", {"hidden", "wq"}, {"q"}, "q_proj"));
   add(MakeNode("Reshape", {"q", "q_shape"}, {"q4"}));
@@ -223,12 +215,12 @@ TEST(ShapeInference, ShapeArithmeticAndWindows) {
   *g->add_input() = Info("x", F, {"batch", "3", "32", "32"});
   *g->add_input() = Info("t", F, {"seq", "12"});
   *g->add_initializer() = Floats("w", {8, 3, 3, 3});
-  *g->add_initializer() = Ints("starts", {1}, {1});
-  *g->add_initializer() = Ints("ends", {1}, {INT64_MAX});
-  *g->add_initializer() = Ints("splits", {3}, {2, 4, 6});
-  *g->add_initializer() = Ints("reps", {2}, {2, 1});
-  *g->add_initializer() = Ints("pairs", {3}, {-1, 2, 12});
-  *g->add_initializer() = Ints("rows", {2}, {-1, 12});
+  *g->add_initializer() = Int64Tensor("starts", {1}, {1});
+  *g->add_initializer() = Int64Tensor("ends", {1}, {INT64_MAX});
+  *g->add_initializer() = Int64Tensor("splits", {3}, {2, 4, 6});
+  *g->add_initializer() = Int64Tensor("reps", {2}, {2, 1});
+  *g->add_initializer() = Int64Tensor("pairs", {3}, {-1, 2, 12});
+  *g->add_initializer() = Int64Tensor("rows", {2}, {-1, 12});
   auto* conv = g->add_node();
   *conv = WithInts(WithInts(MakeNode("Conv", {"x", "w"}, {"y"}), "pads", {1, 1, 1, 1}), "strides", {2, 2});
   *g->add_node() = WithInts(MakeNode("MaxPool", {"y"}, {"p"}), "kernel_shape", {2, 2});
@@ -268,8 +260,8 @@ TEST(ShapeInference, PositionsFromShapeArithmetic) {
   auto* g = m.mutable_graph();
   *g->add_input() = Info("ids", onnx::TensorProto::INT64, {"1", "seq"});
   *g->add_input() = Info("past", onnx::TensorProto::FLOAT, {"2", "past_len"});
-  *g->add_initializer() = Ints("one", {}, {1});
-  *g->add_initializer() = Ints("zero", {}, {0});
+  *g->add_initializer() = Int64Tensor("one", {}, {1});
+  *g->add_initializer() = Int64Tensor("zero", {}, {0});
   *g->add_node() = MakeNode("Shape", {"ids"}, {"ids_shape"});
   *g->add_node() = MakeNode("Shape", {"past"}, {"past_shape"});
   *g->add_node() = MakeNode("Gather", {"ids_shape", "one"}, {"S"});

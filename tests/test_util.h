@@ -14,6 +14,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <gtest/gtest.h>
+
+#include "graph/onnx_loader.h"
+
 namespace oneinfer::testing {
 
 inline onnx::ValueInfoProto TensorInfo(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
@@ -47,6 +51,25 @@ inline onnx::TensorProto FloatTensor(const std::string& name, const std::vector<
   for (int64_t d : dims) t.add_dims(d);
   for (float v : values) t.add_float_data(v);
   return t;
+}
+
+inline onnx::TensorProto Int64Tensor(const std::string& name, const std::vector<int64_t>& dims,
+                                     const std::vector<int64_t>& values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) t.add_dims(d);
+  for (int64_t v : values) t.add_int64_data(v);
+  return t;
+}
+
+// The ModelProto of a file (a failed parse is a test failure and an empty proto).
+inline onnx::ModelProto ReadModel(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  onnx::ModelProto m;
+  EXPECT_TRUE(ParseModelProto(s.data(), s.size(), &m).ok()) << p;
+  return m;
 }
 
 inline onnx::ModelProto MakeModel(int opset = 21) {

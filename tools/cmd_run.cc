@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "oneinfer/chat.h"
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
 #include "oneinfer/tokenizer.h"
@@ -119,7 +120,7 @@ int CmdRun(int argc, char** argv) {
 
   std::vector<int32_t> ids;
   if (has_prompt) {
-    if (chat) prompt = absl::StrCat("<|im_start|>user\n", prompt, "<|im_end|>\n<|im_start|>assistant\n");
+    if (chat) prompt = FormatChatML({{"user", prompt}});
     ids = tok->Encode(prompt);
   } else {
     std::string list = prompt_ids;
