@@ -2,9 +2,13 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "absl/strings/str_cat.h"
 
 namespace oneinfer {
 
@@ -18,11 +22,10 @@ constexpr size_t kMaxCachedSlack = size_t{256} << 20;
 
 size_t AllocatorSizeClass(size_t bytes) {
   if (bytes == 0) bytes = 1;
+  if (bytes > kAllocatorMaxBytes) return 0;
   if (bytes <= 4096) return (bytes + kAlign - 1) / kAlign * kAlign;
   // Eight classes per power of two keeps waste under 12.5%.
-  size_t p = 1;
-  while ((p << 1) <= bytes) p <<= 1;
-  const size_t step = p / 8;
+  const size_t step = std::bit_floor(bytes) / 8;
   return (bytes + step - 1) / step * step;
 }
 
@@ -48,7 +51,11 @@ void* Allocator::Take(size_t size_class) {
   // Big blocks (KV caches, logits) get 2 MB pages: fewer faults, and they stay cached here.
   const bool huge = size_class >= kHugePage;
   void* p = std::aligned_alloc(huge ? kHugePage : kAlign, huge ? (size_class + kHugePage - 1) / kHugePage * kHugePage : size_class);
-  if (p == nullptr) throw std::bad_alloc();
+  if (p == nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_ -= size_class;
+    return nullptr;
+  }
   if (huge) madvise(p, size_class, MADV_HUGEPAGE);
   return p;
 }
@@ -64,15 +71,42 @@ void Allocator::Give(void* p, size_t size_class) {
   cached_bytes_ += size_class;
 }
 
-Tensor Allocator::Allocate(DType dtype, Shape shape, bool zero) {
+absl::StatusOr<Tensor> Allocator::TryAllocate(DType dtype, Shape shape, bool zero) {
   if (dtype == DType::kString) return Tensor::Empty(dtype, std::move(shape));
-  const size_t bytes = StorageBytes(dtype, NumElements(shape));
+  // The byte count is computed with overflow checks: NumElements would wrap on a hostile shape.
+  size_t count = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("cannot allocate shape ", ShapeToString(shape), ": negative dimension"));
+  }
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) count = 0;
+  for (int64_t d : shape) overflow = overflow || __builtin_mul_overflow(count, static_cast<size_t>(d), &count);
+  size_t bytes = 0;
+  if (dtype == DType::kInt4 || dtype == DType::kUInt4) bytes = count / 2 + count % 2;
+  else overflow = overflow || __builtin_mul_overflow(count, DTypeSize(dtype), &bytes);
+  if (overflow || bytes > kAllocatorMaxBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a ", DTypeName(dtype), " tensor of shape ",
+                                                     ShapeToString(shape), ": ",
+                                                     overflow ? std::string("its size overflows 64 bits")
+                                                              : absl::StrCat(bytes, " bytes"),
+                                                     ", past the allocator's limit of ", kAllocatorMaxBytes, " bytes"));
+  }
   const size_t size_class = AllocatorSizeClass(bytes);
   void* p = Take(size_class);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("out of memory: cannot allocate ", bytes, " bytes for a ",
+                                                     DTypeName(dtype), " tensor of shape ", ShapeToString(shape)));
+  }
   if (zero) std::memset(p, 0, bytes);
   std::shared_ptr<Allocator> self = shared_from_this();
   std::shared_ptr<void> holder(p, [self, size_class](void* q) { self->Give(q, size_class); });
   return Tensor::Wrap(dtype, std::move(shape), std::move(holder), p);
+}
+
+Tensor Allocator::Allocate(DType dtype, Shape shape, bool zero) {
+  auto t = TryAllocate(dtype, std::move(shape), zero);
+  if (!t.ok()) throw AllocationError(std::string(t.status().message()));
+  return *std::move(t);
 }
 
 size_t Allocator::bytes_in_use() const {

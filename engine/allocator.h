@@ -7,11 +7,29 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {
+
+// Thrown by Allocator::Allocate when a request cannot be met; a bad_alloc, so the plan turns it
+// (like any other out-of-memory) into a ResourceExhausted status for the node.
+class AllocationError : public std::bad_alloc {
+ public:
+  explicit AllocationError(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+// The largest request served (256 TiB): past every machine's memory and address space, and far
+// enough below 2^64 that rounding up to a size class cannot overflow.
+inline constexpr size_t kAllocatorMaxBytes = size_t{1} << 48;
 
 class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
@@ -20,7 +38,11 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
 
   // Storage from the pool, zero-filled unless zero is false (strings come from the heap and
   // are not counted). It returns to the pool when the last tensor referring to it is destroyed.
+  // A shape whose size overflows or passes kAllocatorMaxBytes, or memory the system refuses,
+  // throws AllocationError (kernels allocate through OpContext, which returns a reference).
   Tensor Allocate(DType dtype, Shape shape, bool zero = true);
+  // The same failures as a ResourceExhausted (or InvalidArgument for a negative dimension) status.
+  absl::StatusOr<Tensor> TryAllocate(DType dtype, Shape shape, bool zero = true);
 
   // Bytes of pooled tensors alive now, and the high-water mark since the last reset.
   size_t bytes_in_use() const;
@@ -31,7 +53,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
 
  private:
   Allocator() = default;
-  void* Take(size_t size_class);
+  void* Take(size_t size_class);  // nullptr when the system has no memory for it
   void Give(void* p, size_t size_class);
 
   mutable std::mutex mu_;
@@ -41,7 +63,8 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   size_t peak_ = 0;
 };
 
-// Rounds a request up to its size class (64-byte granules, then 8 classes per power of two).
+// Rounds a request up to its size class (64-byte granules, then 8 classes per power of two);
+// 0 for a request past kAllocatorMaxBytes, which has none.
 size_t AllocatorSizeClass(size_t bytes);
 
 }  // namespace oneinfer

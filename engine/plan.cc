@@ -312,7 +312,14 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
       }
     }
     PlanContext ctx(*this, step, ptr, owned);
-    absl::Status s = step.kernel->Compute(ctx);
+    absl::Status s;
+    try {
+      s = step.kernel->Compute(ctx);
+    } catch (const std::bad_alloc& e) {
+      // Allocations return references (OpContext::AllocateOutput), so running out of memory or
+      // asking for an impossible size arrives as an exception: it becomes this node's error.
+      s = absl::ResourceExhaustedError(e.what());
+    }
     if (!s.ok()) return WithNode(s, n);
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       if (!ctx.produced(i)) {

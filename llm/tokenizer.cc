@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <queue>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -48,17 +49,72 @@ char32_t NextCodePoint(std::string_view s, size_t& i) {
   return c;
 }
 
-// Length of the longest prefix of s that ends on a complete UTF-8 sequence.
-size_t CompleteUtf8Prefix(std::string_view s) {
-  size_t n = s.size();
-  // Look back at most 3 bytes for a lead byte whose sequence runs past the end.
-  for (size_t back = 1; back <= 3 && back <= n; ++back) {
-    const auto b = static_cast<unsigned char>(s[n - back]);
-    if ((b & 0xC0) == 0x80) continue;  // continuation byte
-    const size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
-    return len > back ? n - back : n;
+// Moves the complete part of pending into out as valid UTF-8: well-formed sequences as they are,
+// each maximal ill-formed subpart as one U+FFFD (the Unicode and WHATWG rule, also Rust's
+// from_utf8_lossy). A trailing sequence that may still complete stays in pending.
+void TakeValidUtf8(std::string& pending, std::string& out) {
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";
+  const size_t n = pending.size();
+  size_t i = 0;
+  while (i < n) {
+    const auto b = static_cast<unsigned char>(pending[i]);
+    if (b < 0x80) {
+      out += static_cast<char>(b);
+      ++i;
+      continue;
+    }
+    // Length and the allowed range of the second byte (which excludes overlongs, surrogates and
+    // code points past U+10FFFF).
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) len = 2;
+    else if (b >= 0xE0 && b <= 0xEF) len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    if (len == 0) {  // a stray continuation byte or a byte that never starts a sequence
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    size_t k = 1;
+    for (; k < len && i + k < n; ++k) {
+      const auto c = static_cast<unsigned char>(pending[i + k]);
+      if (k == 1 ? (c < lo || c > hi) : (c & 0xC0) != 0x80) break;
+    }
+    if (k == len) {
+      out.append(pending, i, len);
+    } else if (i + k == n) {
+      break;  // valid so far: wait for the next token
+    } else {
+      out += kReplacement;
+    }
+    i += k;
   }
-  return n;
+  pending.erase(0, i);
+}
+
+// Token ids index a table sized from the largest one. Real vocabularies stay under a million
+// entries (Qwen 151,669; Gemma 262,144; XLM-V 901,629), so 4M (2^22) leaves room while keeping a
+// crafted sparse id from allocating more than ~150 MB of empty slots.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+
+absl::StatusOr<int32_t> ValidTokenId(const json& v, const std::string& what) {
+  // Floats are refused even when whole (2.0): ids are integers in every tokenizer.json writer.
+  if (!v.is_number_integer()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has id ", v.dump(), ", which is not an integer"));
+  }
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId)
+                             : (v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTokenId)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has id ", v.dump(), ", outside [0, ", kMaxTokenId,
+                                                   "] (the largest token table this tokenizer accepts)"));
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
 // Rewrites the pre-tokenizer regex for ICU: Rust/Oniguruma's \s is Unicode White_Space,
@@ -103,6 +159,7 @@ struct Tokenizer::Impl {
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
   void Bpe(const std::string& piece, std::vector<int32_t>& out) const;
+  void MergeByRank(std::vector<int32_t>& syms) const;
   void EncodeSegment(const std::string& text, std::vector<int32_t>& out) const;
 };
 
@@ -135,30 +192,60 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
     }
     m.byte_fallback = model.value("byte_fallback", false);
     m.ignore_merges = model.value("ignore_merges", false);
+    // Ids are checked before anything is sized from them: a crafted file must not index outside
+    // the table or make it huge.
+    std::vector<std::pair<std::string, int32_t>> vocab_ids;
     int32_t max_id = -1;
-    for (auto& [tokstr, id] : model.at("vocab").items()) {
-      m.vocab[tokstr] = id.get<int32_t>();
-      max_id = std::max(max_id, id.get<int32_t>());
+    for (auto& [tokstr, idj] : model.at("vocab").items()) {
+      auto id = ValidTokenId(idj, absl::StrCat("vocabulary token '", tokstr, "'"));
+      if (!id.ok()) return id.status();
+      vocab_ids.emplace_back(tokstr, *id);
+      max_id = std::max(max_id, *id);
     }
-    for (const json& a : j.value("added_tokens", json::array())) {
-      max_id = std::max(max_id, a.at("id").get<int32_t>());
+    std::vector<json> added_json = j.value("added_tokens", json::array()).get<std::vector<json>>();
+    std::vector<int32_t> added_ids;
+    for (const json& a : added_json) {
+      auto id = ValidTokenId(a.at("id"), absl::StrCat("added token '", a.value("content", std::string()), "'"));
+      if (!id.ok()) return id.status();
+      added_ids.push_back(*id);
+      max_id = std::max(max_id, *id);
     }
     tok->vocab_size_ = max_id + 1;
     m.tokens.assign(static_cast<size_t>(tok->vocab_size_), "");
     m.is_added.assign(static_cast<size_t>(tok->vocab_size_), 0);
     m.is_special.assign(static_cast<size_t>(tok->vocab_size_), 0);
-    for (const auto& [s, id] : m.vocab) m.tokens[static_cast<size_t>(id)] = s;
-    for (const json& a : j.value("added_tokens", json::array())) {
-      const int32_t id = a.at("id");
+    std::vector<uint8_t> taken(static_cast<size_t>(tok->vocab_size_), 0);
+    for (auto& [s, id] : vocab_ids) {
+      const size_t at = static_cast<size_t>(id);
+      if (taken[at]) {
+        return absl::InvalidArgumentError(absl::StrCat("vocabulary id ", id, " is given to two tokens ('",
+                                                       m.tokens[at], "' and '", s, "')"));
+      }
+      taken[at] = 1;
+      m.tokens[at] = s;
+      m.vocab[s] = id;
+    }
+    std::vector<uint8_t> added_taken(static_cast<size_t>(tok->vocab_size_), 0);
+    for (size_t k = 0; k < added_json.size(); ++k) {
+      const json& a = added_json[k];
+      const int32_t id = added_ids[k];
+      const size_t at = static_cast<size_t>(id);
       const std::string content = a.at("content");
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false) ||
           a.value("normalized", false)) {
         return absl::UnimplementedError(absl::StrCat("added token '", content,
                                                      "' uses lstrip/rstrip/single_word/normalized, which are not supported"));
       }
-      m.tokens[static_cast<size_t>(id)] = content;
-      m.is_added[static_cast<size_t>(id)] = 1;
-      m.is_special[static_cast<size_t>(id)] = a.value("special", false) ? 1 : 0;
+      // An added token may repeat a vocabulary entry or itself, but not claim another token's id.
+      if (taken[at] && m.tokens[at] != content) {
+        return absl::InvalidArgumentError(absl::StrCat("added token '", content, "' has id ", id, ", which is already '",
+                                                       m.tokens[at], "'"));
+      }
+      if (added_taken[at]) continue;  // the same token listed twice
+      taken[at] = added_taken[at] = 1;
+      m.tokens[at] = content;
+      m.is_added[at] = 1;
+      m.is_special[at] = a.value("special", false) ? 1 : 0;
       m.added.push_back({content, id, a.value("special", false)});
     }
     std::sort(m.added.begin(), m.added.end(), [](const Impl::Added& a, const Impl::Added& b) {
@@ -237,6 +324,50 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   return tok;
 }
 
+// Repeatedly merges the adjacent pair of lowest rank (leftmost on ties), in O(n log n): the
+// symbols form a linked list and the candidate pairs a min-heap on (rank, position), as in Hugging
+// Face tokenizers' Word::merge_all; a popped pair that no longer exists is skipped.
+void Tokenizer::Impl::MergeByRank(std::vector<int32_t>& syms) const {
+  const size_t n = syms.size();
+  if (n < 2) return;
+  struct Cand {
+    int32_t rank;
+    size_t pos;
+    int32_t left, right;  // the pair as it was when queued
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  std::vector<size_t> prev(n), next(n);
+  std::vector<uint8_t> alive(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = i == 0 ? kNone : i - 1;
+    next[i] = i + 1 == n ? kNone : i + 1;
+  }
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](size_t i) {
+    if (i == kNone || next[i] == kNone) return;
+    const int32_t a = syms[i], b = syms[next[i]];
+    auto it = merges.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b));
+    if (it != merges.end()) heap.push({it->second.first, i, a, b});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    const size_t j = next[c.pos];
+    if (!alive[c.pos] || j == kNone || syms[c.pos] != c.left || syms[j] != c.right) continue;
+    syms[c.pos] = merges.at((static_cast<uint64_t>(static_cast<uint32_t>(c.left)) << 32) | static_cast<uint32_t>(c.right)).second;
+    alive[j] = 0;
+    next[c.pos] = next[j];
+    if (next[j] != kNone) prev[next[j]] = c.pos;
+    push(prev[c.pos]);
+    push(c.pos);
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) if (alive[i]) syms[k++] = syms[i];
+  syms.resize(k);
+}
+
 void Tokenizer::Impl::Bpe(const std::string& piece, std::vector<int32_t>& out) const {
   {
     std::lock_guard<std::mutex> lock(cache_mu);
@@ -256,27 +387,12 @@ void Tokenizer::Impl::Bpe(const std::string& piece, std::vector<int32_t>& out) c
   if (whole != vocab.end()) {
     syms.assign(1, whole->second);
   } else {
-    // Repeatedly merge the adjacent pair of lowest rank (leftmost on ties).
-    for (;;) {
-      int32_t best_rank = std::numeric_limits<int32_t>::max(), best_id = -1;
-      size_t best_at = 0;
-      for (size_t i = 0; i + 1 < syms.size(); ++i) {
-        const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(syms[i])) << 32) | static_cast<uint32_t>(syms[i + 1]);
-        auto it = merges.find(key);
-        if (it != merges.end() && it->second.first < best_rank) {
-          best_rank = it->second.first;
-          best_id = it->second.second;
-          best_at = i;
-        }
-      }
-      if (best_id < 0) break;
-      syms[best_at] = best_id;
-      syms.erase(syms.begin() + static_cast<long>(best_at) + 1);
-    }
+    MergeByRank(syms);
   }
   out.insert(out.end(), syms.begin(), syms.end());
   std::lock_guard<std::mutex> lock(cache_mu);
-  if (cache.size() < 200000) cache.emplace(piece, std::move(syms));
+  // Long pieces are rare and would make the cache hold whole documents.
+  if (cache.size() < 200000 && piece.size() <= 256) cache.emplace(piece, std::move(syms));
 }
 
 namespace {
@@ -355,8 +471,10 @@ std::string Tokenizer::TokenBytes(int32_t id) const {
   const std::string& t = m.tokens[static_cast<size_t>(id)];
   if (m.is_added[static_cast<size_t>(id)]) return t;
   // <0xAB> tokens stand for one raw byte when the model uses byte fallback.
+  // One that is not two hex digits (<0xZZ>) is an ordinary token, as in Hugging Face's decoder.
   if (m.byte_fallback && t.size() == 6 && t.rfind("<0x", 0) == 0 && t.back() == '>') {
-    return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+    const int hi = HexDigit(t[3]), lo = HexDigit(t[4]);
+    if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
   }
   std::string bytes;
   for (size_t i = 0; i < t.size();) {
@@ -391,9 +509,8 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special
 std::string Tokenizer::StreamDecoder::Push(int32_t id) {
   if (skip_special_ && t_.IsSpecial(id)) return "";
   pending_ += t_.TokenBytes(id);
-  const size_t n = CompleteUtf8Prefix(pending_);
-  std::string ready = pending_.substr(0, n);
-  pending_.erase(0, n);
+  std::string ready;
+  TakeValidUtf8(pending_, ready);
   return ready;
 }
 

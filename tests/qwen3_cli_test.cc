@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/test_util.h"
 #include "convert/checkpoint.h"
 
@@ -135,6 +137,72 @@ TEST_F(Qwen3Cli, RunsAndReportsJson) {
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"prompt_tokens\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"tokens_per_s\""), std::string::npos) << out;
+}
+
+// The GPT-2 byte-level character of byte b (UTF-8), as tokenizer.json vocabularies spell bytes.
+std::string ByteLevelChar(int b) {
+  auto printable = [](int k) { return (k >= '!' && k <= '~') || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE && k <= 0xFF); };
+  int c = b;
+  if (!printable(b)) {
+    c = 256;
+    for (int k = 0; k < b; ++k) c += !printable(k);
+  }
+  return c < 0x80 ? std::string(1, static_cast<char>(c))
+                  : std::string{static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+}
+
+// Runs `run --json -n tokens` for these seeds (a few processes at a time) and checks every output is
+// strictly valid JSON; returns how many texts hold U+FFFD.
+int CheckSampledJson(const std::string& model, const std::string& tokenizer, int first_seed, int seeds, int tokens) {
+  int replaced = 0;
+  constexpr int kParallel = 4;
+  for (int batch = 0; batch < seeds; batch += kParallel) {
+    std::vector<std::pair<int, FILE*>> runs;
+    for (int seed = first_seed + batch; seed < first_seed + std::min(seeds, batch + kParallel); ++seed) {
+      const std::string cmd = oneinfer::testing::CliPath() + " run " + model + " --tokenizer " + tokenizer +
+                              " --prompt-ids 9707,1879 -n " + std::to_string(tokens) + " --temperature 1 --seed " + std::to_string(seed) +
+                              " --json --threads 1 2>&1";
+      runs.emplace_back(seed, popen(cmd.c_str(), "r"));
+    }
+    for (auto [seed, p] : runs) {
+      std::string out;
+      std::array<char, 4096> buf{};
+      size_t n;
+      while (p != nullptr && (n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+      const int status = p != nullptr ? pclose(p) : -1;
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "seed " << seed << ": " << out;
+      // The JSON object is the last line (newlines inside it are escaped).
+      const size_t line = out.size() < 2 ? std::string::npos : out.rfind('\n', out.size() - 2);
+      try {
+        // Strict: ill-formed UTF-8 is a parse error.
+        const nlohmann::json j = nlohmann::json::parse(out.substr(line == std::string::npos ? 0 : line + 1));
+        replaced += j.at("text").get<std::string>().find("\xEF\xBF\xBD") != std::string::npos;
+      } catch (const nlohmann::json::exception& e) {
+        ADD_FAILURE() << "seed " << seed << ": " << e.what() << "\n" << out;
+      }
+    }
+  }
+  return replaced;
+}
+
+TEST_F(Qwen3Cli, SampledJsonIsAlwaysValid) {
+  // Random weights at temperature 1 sample nearly uniformly over 151k ids. A tokenizer whose ids
+  // each stand for three arbitrary bytes cuts and breaks UTF-8 sequences at almost every token;
+  // it loads in a fraction of the real one's time, so 50 seeds stay quick.
+  nlohmann::json vocab = nlohmann::json::object();
+  std::vector<std::string> bc;
+  for (int b = 0; b < 256; ++b) bc.push_back(ByteLevelChar(b));
+  for (int i = 0; i < 151936; ++i) vocab[i < 256 ? bc[i] : bc[i & 255] + bc[(i >> 8) & 255] + bc[i >> 16]] = i;
+  const nlohmann::json tok = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"added_tokens", nlohmann::json::array()},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}};
+  const fs::path bytes_tok = *dir_ / "bytes_tokenizer.json";
+  std::ofstream(bytes_tok) << tok.dump();
+  const std::string model = (*dir_ / "m" / "model.onnx").string();
+  EXPECT_GT(CheckSampledJson(model, bytes_tok.string(), 1, 50, 6), 25) << "most texts should need U+FFFD";
+  // The real Qwen3 tokenizer, where a few byte-piece tokens split CJK and emoji.
+  CheckSampledJson(model, (*dir_ / "m" / "tokenizer.json").string(), 1, 4, 16);
 }
 
 }  // namespace

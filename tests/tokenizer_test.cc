@@ -2,6 +2,7 @@
 // Id parity with Hugging Face tokenizers is checked by tests/tokenizer_parity.sh.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "oneinfer/tokenizer.h"
@@ -82,6 +83,24 @@ TEST_F(QwenTokenizer, StreamingNeverSplitsACharacter) {
 TEST_F(QwenTokenizer, SkipSpecialDropsControlTokens) {
   const auto ids = tok_->Encode("<|im_start|>user\nhi<|im_end|>");
   EXPECT_EQ(tok_->Decode(ids, /*skip_special=*/true), "user\nhi");
+}
+
+TEST_F(QwenTokenizer, AMegabyteWordTokenizesInSeconds) {
+  // One pre-token of 1 MB (letters only, so the split regex keeps it whole): merging used to be
+  // quadratic in its length (100 KB took 32 s).
+  std::string word;
+  uint32_t x = 12345;
+  const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
+  while (word.size() < (1u << 20)) {
+    x = x * 1664525u + 1013904223u;
+    word += letters[(x >> 16) % (x >> 28 < 12 ? 6 : letters.size())];
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = tok_->Encode(word);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 10.0);  // about 1-2 s here; the quadratic merge took hours
+  EXPECT_LT(ids.size(), word.size() / 2) << "merges should have shortened the word";
+  EXPECT_EQ(tok_->Decode(ids), word);
 }
 
 TEST(Tokenizer, BadInputIsAClearError) {

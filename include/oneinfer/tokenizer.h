@@ -3,7 +3,8 @@
 // Encode: added tokens are matched first (leftmost, longest) on the raw text; the text between
 // them is normalised (NFC), split by the pre-tokenizer's regex, mapped byte by byte onto the
 // byte-level alphabet, and merged by rank. Decode reverses it; StreamDecoder yields text as
-// tokens arrive without ever emitting part of a UTF-8 sequence.
+// tokens arrive without ever emitting part of a UTF-8 sequence. Loading refuses ids that are not
+// integers in [0, 2^22) and an id given to two different tokens.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,8 @@ class ONEINFER_API Tokenizer {
   class ONEINFER_API StreamDecoder {
    public:
     explicit StreamDecoder(const Tokenizer& t, bool skip_special = false) : t_(t), skip_special_(skip_special) {}
-    // Text completed by this token (possibly empty while a UTF-8 sequence is incomplete).
+    // Text completed by this token, always valid UTF-8: possibly empty while a sequence is
+    // incomplete, with each ill-formed byte run (one that can never complete) as U+FFFD.
     std::string Push(int32_t id);
     // Whatever is left (an incomplete sequence is returned as U+FFFD).
     std::string Flush();
