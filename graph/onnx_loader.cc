@@ -220,8 +220,7 @@ absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* pr
     if (nesting && nesting->messages > kMaxMessageNesting) {
       return Invalid(absl::StrCat("the model nests messages ", nesting->messages, " levels deep (subgraphs ",
                                   nesting->graphs, " levels deep); the protobuf parser allows ",
-                                  kMaxMessageNesting, " levels, about ", kMaxMessageNesting / 3,
-                                  " levels of If/Loop/Scan subgraphs"));
+                                  kMaxMessageNesting, " (each If/Loop/Scan subgraph takes 3)"));
     }
     return Invalid("not a valid ONNX model: the protobuf is truncated or malformed");
   }
