@@ -10,13 +10,18 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <set>
+#include <stdexcept>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/checked_math.h"
 #include "base/model_path.h"
 
 namespace oneinfer {
@@ -39,16 +44,33 @@ bool IsKnownDType(int32_t t) {
   }
 }
 
-// Copies typed-field values (int32_data etc.) into dst element by element.
+// Allocates a tensor whose size has been checked against the file; a machine that cannot hold it
+// is an error naming the tensor, not an exception.
+absl::StatusOr<Tensor> AllocateTensor(DType dtype, const Shape& shape, const std::string& name) {
+  try {
+    return Tensor::Empty(dtype, shape);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("tensor '", name, "': cannot allocate ", DTypeName(dtype),
+                                                     ShapeToString(shape)));
+  } catch (const std::length_error&) {
+    return absl::ResourceExhaustedError(absl::StrCat("tensor '", name, "': cannot allocate ", DTypeName(dtype),
+                                                     ShapeToString(shape)));
+  }
+}
+
+// Copies typed-field values (int32_data etc.) element by element into a new tensor, once the
+// field is known to hold exactly n values.
 template <typename Dst, typename Field>
-absl::Status CopyField(const Field& field, int64_t n, Tensor& t, const std::string& name) {
+absl::StatusOr<Tensor> CopyField(const Field& field, int64_t n, DType dtype, const Shape& shape, const std::string& name) {
   if (static_cast<int64_t>(field.size()) != n) {
     return Invalid(absl::StrCat("tensor '", name, "' has ", field.size(), " values for ", n,
-                                " elements of shape ", ShapeToString(t.shape())));
+                                " elements of shape ", ShapeToString(shape)));
   }
-  Dst* dst = t.data<Dst>();
+  absl::StatusOr<Tensor> t = AllocateTensor(dtype, shape, name);
+  if (!t.ok()) return t.status();
+  Dst* dst = t->data<Dst>();
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(field.Get(static_cast<int>(i)));
-  return absl::OkStatus();
+  return t;
 }
 
 }  // namespace
@@ -71,7 +93,9 @@ absl::StatusOr<Tensor> ExternalDataResolver::Map(const std::string& tensor_name,
   }
   const std::shared_ptr<MappedFile>& mapping = it->second;
   const size_t file_size = mapping->size();
-  const int64_t needed = static_cast<int64_t>(StorageBytes(dtype, NumElements(shape)));
+  const absl::StatusOr<int64_t> checked = CheckedByteSize(dtype, shape, absl::StrCat("tensor '", tensor_name, "'"));
+  if (!checked.ok()) return checked.status();
+  const int64_t needed = *checked;
   if (length < 0) length = static_cast<int64_t>(file_size) - offset;
   if (offset < 0 || length < 0 || static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) > file_size) {
     return Invalid(absl::StrCat("tensor '", tensor_name, "': external data offset ", offset, " + length ",
@@ -86,16 +110,121 @@ absl::StatusOr<Tensor> ExternalDataResolver::Map(const std::string& tensor_name,
   return Tensor::Wrap(dtype, shape, mapping, data);
 }
 
+namespace {
+
+// ONNX's message schema, enough to count nesting levels as the protobuf parser does: which field
+// of which message holds which submessage (kLeaf: a submessage with none of its own).
+enum class Msg { kNone, kLeaf, kModel, kTraining, kFunction, kGraph, kNode, kAttribute, kValueInfo,
+                 kTensor, kSparse, kAnnotation, kType, kTypeWrapper, kTensorType, kShape };
+
+Msg ChildMessage(Msg parent, uint32_t field) {
+  switch (parent) {
+    case Msg::kModel:
+      if (field == 7) return Msg::kGraph;
+      if (field == 25) return Msg::kFunction;
+      if (field == 20) return Msg::kTraining;
+      return (field == 8 || field == 14) ? Msg::kLeaf : Msg::kNone;
+    case Msg::kTraining: return (field == 1 || field == 2) ? Msg::kGraph : (field == 3 || field == 4) ? Msg::kLeaf : Msg::kNone;
+    case Msg::kFunction: return field == 7 ? Msg::kNode : field == 11 ? Msg::kAttribute : field == 9 ? Msg::kLeaf : Msg::kNone;
+    case Msg::kGraph:
+      if (field == 1) return Msg::kNode;
+      if (field == 5) return Msg::kTensor;
+      if (field == 15) return Msg::kSparse;
+      if (field == 14) return Msg::kAnnotation;
+      return (field >= 11 && field <= 13) ? Msg::kValueInfo : Msg::kNone;
+    case Msg::kNode: return field == 5 ? Msg::kAttribute : Msg::kNone;
+    case Msg::kAttribute:
+      if (field == 6 || field == 11) return Msg::kGraph;
+      if (field == 5 || field == 10) return Msg::kTensor;
+      if (field == 22 || field == 23) return Msg::kSparse;
+      return (field == 14 || field == 15) ? Msg::kType : Msg::kNone;
+    case Msg::kValueInfo: return field == 2 ? Msg::kType : Msg::kNone;
+    case Msg::kTensor: return (field == 3 || field == 13) ? Msg::kLeaf : Msg::kNone;
+    case Msg::kSparse: return (field == 1 || field == 2) ? Msg::kTensor : Msg::kNone;
+    case Msg::kAnnotation: return field == 2 ? Msg::kLeaf : Msg::kNone;
+    // tensor_type / sparse_tensor_type; sequence_type / map_type / optional_type wrap a TypeProto again.
+    case Msg::kType: return (field == 1 || field == 8) ? Msg::kTensorType : (field == 4 || field == 5 || field == 9) ? Msg::kTypeWrapper : Msg::kNone;
+    case Msg::kTypeWrapper: return (field == 1 || field == 2) ? Msg::kType : Msg::kNone;
+    case Msg::kTensorType: return field == 2 ? Msg::kShape : Msg::kNone;
+    case Msg::kShape: return field == 1 ? Msg::kLeaf : Msg::kNone;
+    default: return Msg::kNone;
+  }
+}
+
+struct Nesting {
+  int messages = 0;  // deepest message nesting (the top-level ModelProto is 0)
+  int graphs = 0;    // deepest subgraph nesting (the main graph is 0)
+};
+
+// Walks the wire format without recursion, so a parse failure can be told apart as "too deep"
+// when the bytes are otherwise well formed.
+std::optional<Nesting> ScanNesting(const uint8_t* data, size_t size) {
+  struct Frame { const uint8_t* end; Msg kind; int graphs; };
+  std::vector<Frame> stack{{data + size, Msg::kModel, -1}};
+  const uint8_t* p = data;
+  Nesting deepest;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p >= stack.back().end) return false;
+      const uint8_t b = *p++;
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  while (!stack.empty()) {
+    if (p == stack.back().end) {
+      stack.pop_back();
+      continue;
+    }
+    uint64_t tag = 0, len = 0;
+    if (!varint(&tag)) return std::nullopt;
+    const uint64_t remaining = static_cast<uint64_t>(stack.back().end - p);
+    switch (tag & 7) {
+      case 0: if (!varint(&len)) return std::nullopt; break;
+      case 1: if (remaining < 8) return std::nullopt; p += 8; break;
+      case 5: if (remaining < 4) return std::nullopt; p += 4; break;
+      case 2: {
+        if (!varint(&len) || len > static_cast<uint64_t>(stack.back().end - p)) return std::nullopt;
+        const Msg child = ChildMessage(stack.back().kind, static_cast<uint32_t>(tag >> 3));
+        if (child == Msg::kNone) {
+          p += len;
+          break;
+        }
+        const int graphs = stack.back().graphs + (child == Msg::kGraph ? 1 : 0);
+        stack.push_back({p + len, child, graphs});
+        deepest.messages = std::max(deepest.messages, static_cast<int>(stack.size()) - 1);
+        deepest.graphs = std::max(deepest.graphs, graphs);
+        break;
+      }
+      default: return std::nullopt;  // groups are not used by ONNX
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* proto) {
+  if (size == 0) return Invalid("the file is empty (0 bytes), not an ONNX model");
   if (size > static_cast<size_t>(INT_MAX)) {
     return Invalid("model file is larger than 2 GB; keep weights in external data");
   }
   google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT_MAX);
+  coded.SetRecursionLimit(kMaxMessageNesting);
   if (!proto->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+    const std::optional<Nesting> nesting = ScanNesting(static_cast<const uint8_t*>(data), size);
+    if (nesting && nesting->messages > kMaxMessageNesting) {
+      return Invalid(absl::StrCat("the model nests messages ", nesting->messages, " levels deep (subgraphs ",
+                                  nesting->graphs, " levels deep); the protobuf parser allows ",
+                                  kMaxMessageNesting, " (each If/Loop/Scan subgraph takes 3)"));
+    }
     return Invalid("not a valid ONNX model: the protobuf is truncated or malformed");
   }
+  if (!proto->has_graph()) return Invalid("the ONNX model has no graph");
   return absl::OkStatus();
 }
 
@@ -107,9 +236,9 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, ExternalDataR
   if (p.has_segment()) return absl::UnimplementedError(absl::StrCat("tensor '", name, "' uses segments"));
   const DType dtype = static_cast<DType>(p.data_type());
   Shape shape(p.dims().begin(), p.dims().end());
-  for (int64_t d : shape) {
-    if (d < 0) return Invalid(absl::StrCat("tensor '", name, "' has a negative dimension"));
-  }
+  // Sizes are checked before anything is allocated: the dims come from the file.
+  const absl::StatusOr<int64_t> checked = CheckedByteSize(dtype, shape, absl::StrCat("tensor '", name, "'"));
+  if (!checked.ok()) return checked.status();
   const int64_t n = NumElements(shape);
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -132,48 +261,50 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, ExternalDataR
     return resolver->Map(name, location, offset, length, dtype, shape);
   }
 
-  Tensor t = Tensor::Empty(dtype, shape);
   if (dtype == DType::kString) {
     if (p.string_data_size() != n) return Invalid(absl::StrCat("tensor '", name, "' has ", p.string_data_size(), " strings for ", n, " elements"));
-    for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = p.string_data(static_cast<int>(i));
+    absl::StatusOr<Tensor> t = AllocateTensor(dtype, shape, name);
+    if (!t.ok()) return t.status();
+    for (int64_t i = 0; i < n; ++i) t->data<std::string>()[i] = p.string_data(static_cast<int>(i));
     return t;
   }
   if (p.has_raw_data()) {
-    const size_t bytes = StorageBytes(dtype, n);
+    const size_t bytes = static_cast<size_t>(*checked);
     if (p.raw_data().size() != bytes) {
       return Invalid(absl::StrCat("tensor '", name, "' has ", p.raw_data().size(), " bytes of raw data for ", bytes,
                                   " bytes of ", DTypeName(dtype), ShapeToString(shape)));
     }
-    if (bytes) std::memcpy(t.raw_data(), p.raw_data().data(), bytes);
+    absl::StatusOr<Tensor> t = AllocateTensor(dtype, shape, name);
+    if (!t.ok()) return t.status();
+    if (bytes) std::memcpy(t->raw_data(), p.raw_data().data(), bytes);
     return t;
   }
-  absl::Status copied;
   switch (dtype) {
-    case DType::kFloat32: copied = CopyField<float>(p.float_data(), n, t, name); break;
-    case DType::kFloat64: copied = CopyField<double>(p.double_data(), n, t, name); break;
-    case DType::kInt64: copied = CopyField<int64_t>(p.int64_data(), n, t, name); break;
-    case DType::kUInt64: copied = CopyField<uint64_t>(p.uint64_data(), n, t, name); break;
-    case DType::kUInt32: copied = CopyField<uint32_t>(p.uint64_data(), n, t, name); break;
-    case DType::kInt32: copied = CopyField<int32_t>(p.int32_data(), n, t, name); break;
-    case DType::kInt16: copied = CopyField<int16_t>(p.int32_data(), n, t, name); break;
+    case DType::kFloat32: return CopyField<float>(p.float_data(), n, dtype, shape, name);
+    case DType::kFloat64: return CopyField<double>(p.double_data(), n, dtype, shape, name);
+    case DType::kInt64: return CopyField<int64_t>(p.int64_data(), n, dtype, shape, name);
+    case DType::kUInt64: return CopyField<uint64_t>(p.uint64_data(), n, dtype, shape, name);
+    case DType::kUInt32: return CopyField<uint32_t>(p.uint64_data(), n, dtype, shape, name);
+    case DType::kInt32: return CopyField<int32_t>(p.int32_data(), n, dtype, shape, name);
+    case DType::kInt16: return CopyField<int16_t>(p.int32_data(), n, dtype, shape, name);
     // float16 and bfloat16 travel as their bit patterns in int32_data.
     case DType::kUInt16: case DType::kFloat16: case DType::kBFloat16:
-      copied = CopyField<uint16_t>(p.int32_data(), n, t, name); break;
-    case DType::kInt8: copied = CopyField<int8_t>(p.int32_data(), n, t, name); break;
-    case DType::kUInt8: copied = CopyField<uint8_t>(p.int32_data(), n, t, name); break;
-    case DType::kBool: copied = CopyField<bool>(p.int32_data(), n, t, name); break;
+      return CopyField<uint16_t>(p.int32_data(), n, dtype, shape, name);
+    case DType::kInt8: return CopyField<int8_t>(p.int32_data(), n, dtype, shape, name);
+    case DType::kUInt8: return CopyField<uint8_t>(p.int32_data(), n, dtype, shape, name);
+    case DType::kBool: return CopyField<bool>(p.int32_data(), n, dtype, shape, name);
     case DType::kInt4: case DType::kUInt4: {
       // Packed two per int32 entry's low byte, as ONNX stores them.
-      const int64_t bytes = static_cast<int64_t>(StorageBytes(dtype, n));
+      const int64_t bytes = *checked;
       if (p.int32_data_size() != bytes) return Invalid(absl::StrCat("tensor '", name, "' has ", p.int32_data_size(), " packed values for ", n, " 4-bit elements"));
-      for (int64_t i = 0; i < bytes; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(static_cast<int>(i)));
+      absl::StatusOr<Tensor> t = AllocateTensor(dtype, shape, name);
+      if (!t.ok()) return t.status();
+      for (int64_t i = 0; i < bytes; ++i) t->data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(static_cast<int>(i)));
       return t;
     }
     default:
       return absl::UnimplementedError(absl::StrCat("tensor '", name, "': cannot read ", DTypeName(dtype)));
   }
-  if (!copied.ok()) return copied;
-  return t;
 }
 
 absl::Status TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
@@ -220,6 +351,80 @@ absl::StatusOr<TypeInfo> TypeFromProto(const onnx::TypeProto& tp) {
   return info;
 }
 
+absl::StatusOr<Value> ValueFromSequenceProto(const onnx::SequenceProto& sp) {
+  if (sp.sequence_values_size() > 0 || sp.map_values_size() > 0 || sp.optional_values_size() > 0 ||
+      sp.sparse_tensor_values_size() > 0) {
+    return absl::UnimplementedError("sequences of sequences, maps, optionals or sparse tensors are not supported");
+  }
+  std::vector<Tensor> items;
+  for (const auto& tp : sp.tensor_values()) {
+    auto t = TensorFromProto(tp, nullptr);
+    if (!t.ok()) return t.status();
+    items.push_back(*t);
+  }
+  const DType dtype = items.empty() ? DType::kUndefined : items[0].dtype();
+  return Value::FromSequence(std::move(items), dtype);
+}
+
+absl::StatusOr<Value> ValueFromOptionalProto(const onnx::OptionalProto& op) {
+  if (op.has_tensor_value()) {
+    auto t = TensorFromProto(op.tensor_value(), nullptr);
+    if (!t.ok()) return t.status();
+    return Value::FromTensor(*t);
+  }
+  if (op.has_sequence_value()) return ValueFromSequenceProto(op.sequence_value());
+  if (op.has_sparse_tensor_value() || op.has_map_value() || op.has_optional_value()) {
+    return absl::UnimplementedError("optionals of maps, optionals or sparse tensors are not supported");
+  }
+  return Value::None();
+}
+
+absl::Status ValueToSequenceProto(const Value& v, const std::string& name, onnx::SequenceProto* sp) {
+  if (!v.is_sequence()) return Invalid(absl::StrCat("value '", name, "' is not a sequence"));
+  sp->Clear();
+  sp->set_name(name);
+  sp->set_elem_type(onnx::SequenceProto::TENSOR);
+  for (const Tensor& t : v.sequence) {
+    if (auto s = TensorToProto(t, "", sp->add_tensor_values()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValueToOptionalProto(const Value& v, const std::string& name, onnx::OptionalProto* op) {
+  op->Clear();
+  op->set_name(name);
+  if (v.is_tensor()) {
+    op->set_elem_type(onnx::OptionalProto::TENSOR);
+    return TensorToProto(v.tensor, "", op->mutable_tensor_value());
+  }
+  if (v.is_sequence()) {
+    op->set_elem_type(onnx::OptionalProto::SEQUENCE);
+    return ValueToSequenceProto(v, "", op->mutable_sequence_value());
+  }
+  return absl::OkStatus();  // an empty optional: no value, elem_type UNDEFINED
+}
+
+absl::StatusOr<Value> ParseValue(const std::string& bytes, const TypeInfo& type, std::string* name) {
+  if (type.kind == TypeInfo::Kind::kSequence) {
+    onnx::SequenceProto sp;
+    if (!sp.ParseFromString(bytes)) return Invalid("not a serialized SequenceProto (the value is a sequence)");
+    if (name) *name = sp.name();
+    return ValueFromSequenceProto(sp);
+  }
+  if (type.kind == TypeInfo::Kind::kOptional) {
+    onnx::OptionalProto op;
+    if (!op.ParseFromString(bytes)) return Invalid("not a serialized OptionalProto (the value is an optional)");
+    if (name) *name = op.name();
+    return ValueFromOptionalProto(op);
+  }
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes)) return Invalid("not a serialized TensorProto");
+  if (name) *name = tp.name();
+  auto t = TensorFromProto(tp, nullptr);
+  if (!t.ok()) return t.status();
+  return Value::FromTensor(*t);
+}
+
 namespace {
 
 class GraphConverter {
@@ -252,8 +457,13 @@ absl::StatusOr<Tensor> GraphConverter::SparseToDense(const onnx::SparseTensorPro
   auto indices = TensorFromProto(sp.indices(), resolver_);
   if (!indices.ok()) return indices.status();
   Shape shape(sp.dims().begin(), sp.dims().end());
-  Tensor dense = Tensor::Empty(values->dtype(), shape);
+  const std::string& name = sp.values().name();
+  const absl::StatusOr<int64_t> checked = CheckedByteSize(values->dtype(), shape, absl::StrCat("sparse tensor '", name, "'"));
+  if (!checked.ok()) return checked.status();
   if (indices->dtype() != DType::kInt64) return Invalid("sparse tensor indices must be int64");
+  absl::StatusOr<Tensor> allocated = AllocateTensor(values->dtype(), shape, name);
+  if (!allocated.ok()) return allocated.status();
+  Tensor dense = *std::move(allocated);
   const int64_t nnz = values->num_elements();
   const int64_t total = NumElements(shape);
   const size_t es = DTypeSize(values->dtype());
@@ -264,6 +474,10 @@ absl::StatusOr<Tensor> GraphConverter::SparseToDense(const onnx::SparseTensorPro
     return s;
   }();
   const bool linear = indices->rank() == 1;
+  const int64_t per_value = linear ? 1 : static_cast<int64_t>(shape.size());
+  if (indices->num_elements() != nnz * per_value) {
+    return Invalid(absl::StrCat("sparse tensor '", name, "' has ", indices->num_elements(), " indices for ", nnz, " values"));
+  }
   for (int64_t k = 0; k < nnz; ++k) {
     int64_t off = 0;
     if (linear) off = idx[k];

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/mapped_file.h"
+#include "base/value.h"
 #include "graph/ir.h"
 
 namespace onnx {
@@ -14,6 +15,8 @@ class TensorProto;
 class ModelProto;
 class GraphProto;
 class TypeProto;
+class SequenceProto;
+class OptionalProto;
 }  // namespace onnx
 
 namespace oneinfer {
@@ -49,12 +52,30 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFromBuffer(const void* data, siz
 absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& proto,
                                                       const std::string& base_dir);
 
-// Parses a serialized ModelProto with the protobuf size limit raised to 2 GB.
+// Protobuf's default recursion limit: a Graph -> Node -> Attribute -> Graph chain spends 3 levels
+// per subgraph and the value types inside the deepest up to 5 more, so 31 levels of If/Loop/Scan
+// bodies fit (tests/hostile_input_test.cc measures it).
+inline constexpr int kMaxMessageNesting = 100;
+
+// Parses a serialized ModelProto with the protobuf size limit raised to 2 GB. An empty buffer,
+// a model without a graph and nesting past kMaxMessageNesting each get their own message.
 absl::Status ParseModelProto(const void* data, size_t size, onnx::ModelProto* proto);
 
 // TensorProto <-> Tensor. `resolver` may be null when external data is not allowed.
 absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, ExternalDataResolver* resolver);
 absl::Status TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* proto);
 absl::StatusOr<TypeInfo> TypeFromProto(const onnx::TypeProto& proto);
+
+// SequenceProto / OptionalProto (how ONNX test data stores sequence and optional values) <-> Value.
+// Sequences of tensors and optionals of a tensor or such a sequence; nested sequences, maps and
+// sparse tensors are Unimplemented. An empty sequence has element type kUndefined.
+absl::StatusOr<Value> ValueFromSequenceProto(const onnx::SequenceProto& proto);
+absl::StatusOr<Value> ValueFromOptionalProto(const onnx::OptionalProto& proto);
+absl::Status ValueToSequenceProto(const Value& v, const std::string& name, onnx::SequenceProto* proto);
+absl::Status ValueToOptionalProto(const Value& v, const std::string& name, onnx::OptionalProto* proto);
+// Parses serialized bytes as the format of `type`'s kind: SequenceProto for a sequence,
+// OptionalProto for an optional, else TensorProto. Errors name the format expected. `name`, when
+// given, receives the proto's name field.
+absl::StatusOr<Value> ParseValue(const std::string& bytes, const TypeInfo& type, std::string* name = nullptr);
 
 }  // namespace oneinfer

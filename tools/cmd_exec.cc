@@ -3,10 +3,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/str_cat.h"
 #include "graph/onnx_loader.h"
+#include "engine/session_impl.h"
 #include "oneinfer/session.h"
 #include "tools/cli.h"
 #include "tools/env_options.h"
@@ -19,9 +21,49 @@ namespace {
 constexpr const char* kHelp =
     "usage: oneinfer exec MODEL.onnx --input-dir D --output-dir O [--threads N] [--matmul float|int8]\n"
     "\n"
-    "Reads D/input_0.pb, D/input_1.pb, ... (serialized TensorProto; the name field picks the\n"
-    "graph input, an empty name means the input at that position), runs the model, and writes\n"
-    "O/output_<i>.pb in graph output order with each name set.\n";
+    "Reads D/input_0.pb, D/input_1.pb, ... (serialized TensorProto, or SequenceProto /\n"
+    "OptionalProto for an input declared a sequence / optional; the name field picks the graph\n"
+    "input, an empty name means the input at that position), runs the model, and writes\n"
+    "O/output_<i>.pb in graph output order with each name set, in the same formats.\n";
+
+std::string ReadBytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const ValueInfo* FindInput(const Graph& g, const std::string& name) {
+  for (const ValueInfo& v : g.inputs) if (v.name == name) return &v;
+  return nullptr;
+}
+
+// Serializes an output in the format of its value: SequenceProto, OptionalProto or TensorProto.
+absl::StatusOr<std::string> SerializeOutput(const Value& v, const ValueInfo& info) {
+  std::string bytes;
+  if (info.type.kind == TypeInfo::Kind::kOptional || v.is_none()) {
+    onnx::OptionalProto op;
+    if (auto s = ValueToOptionalProto(v, info.name, &op); !s.ok()) return s;
+    op.SerializeToString(&bytes);
+  } else if (v.is_sequence()) {
+    onnx::SequenceProto sp;
+    if (auto s = ValueToSequenceProto(v, info.name, &sp); !s.ok()) return s;
+    sp.SerializeToString(&bytes);
+  } else {
+    onnx::TensorProto tp;
+    if (auto s = TensorToProto(v.tensor, info.name, &tp); !s.ok()) return s;
+    tp.SerializeToString(&bytes);
+  }
+  return bytes;
+}
+
+std::string Describe(const Value& v) {
+  if (v.is_none()) return "optional (empty)";
+  if (v.is_tensor()) return absl::StrCat(DTypeName(v.tensor.dtype()), ShapeToString(v.tensor.shape()));
+  std::string items;
+  for (const Tensor& t : v.sequence) absl::StrAppend(&items, items.empty() ? "" : ", ", DTypeName(t.dtype()), ShapeToString(t.shape()));
+  return absl::StrCat("sequence of ", v.sequence.size(), " [", items, "]");
+}
 }  // namespace
 
 int CmdExec(int argc, char** argv) {
@@ -55,40 +97,43 @@ int CmdExec(int argc, char** argv) {
   auto session = Session::Load(pos[0], opts);
   if (!session.ok()) return Fail(session.status());
   const auto& inputs = (*session)->inputs();
+  const SessionImpl& impl = (*session)->impl();
+  const Graph& graph = impl.graph();
 
-  std::vector<Feed> feeds;
+  std::vector<std::pair<std::string, Value>> feeds;
   for (size_t i = 0;; ++i) {
     const fs::path p = fs::path(input_dir) / absl::StrCat("input_", i, ".pb");
     if (!fs::exists(p)) break;
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    onnx::TensorProto tp;
-    if (!tp.ParseFromString(ss.str())) return Fail(absl::StrCat(p.string(), " is not a serialized TensorProto"));
-    auto t = TensorFromProto(tp, nullptr);
-    if (!t.ok()) return Fail(absl::StrCat(p.string(), ": ", t.status().message()));
-    std::string name = tp.name();
+    const std::string bytes = ReadBytes(p);
+    // The declared type of the input says which format the file is in: first the input at this
+    // position, then, when the file names another input of another kind, that one.
+    const ValueInfo* declared = i < graph.inputs.size() ? &graph.inputs[i] : nullptr;
+    std::string name;
+    auto v = ParseValue(bytes, declared ? declared->type : TypeInfo{}, &name);
+    if (!name.empty() && (declared == nullptr || declared->name != name)) {
+      const ValueInfo* named = FindInput(graph, name);  // an unknown name is refused by the run
+      if (named && (declared == nullptr || named->type.kind != declared->type.kind)) v = ParseValue(bytes, named->type);
+    }
+    if (!v.ok()) return Fail(absl::StrCat(p.string(), ": ", v.status().message()));
     if (name.empty()) {
       if (i >= inputs.size()) return Fail(absl::StrCat(p.string(), " has no name and the model has only ", inputs.size(), " inputs"));
       name = inputs[i].name;
     }
-    feeds.emplace_back(name, *t);
+    feeds.emplace_back(name, *std::move(v));
   }
-  auto outputs = (*session)->Run(feeds);
+  auto outputs = impl.RunValues(feeds);
   if (!outputs.ok()) return Fail(outputs.status());
   std::error_code ec;
   fs::create_directories(output_dir, ec);
   if (ec) return Fail(absl::StrCat("cannot create output folder '", output_dir, "': ", ec.message()));
-  const auto& infos = (*session)->outputs();
   for (size_t i = 0; i < outputs->size(); ++i) {
-    onnx::TensorProto tp;
-    auto s = TensorToProto((*outputs)[i], infos[i].name, &tp);
-    if (!s.ok()) return Fail(s);
+    const ValueInfo& info = graph.outputs[i];
+    auto bytes = SerializeOutput((*outputs)[i], info);
+    if (!bytes.ok()) return Fail(bytes.status());
     const fs::path p = fs::path(output_dir) / absl::StrCat("output_", i, ".pb");
     std::ofstream f(p, std::ios::binary);
-    if (!f || !tp.SerializeToOstream(&f)) return Fail(absl::StrCat("cannot write ", p.string()));
-    std::cout << p.string() << ": " << infos[i].name << " " << DTypeName((*outputs)[i].dtype())
-              << ShapeToString((*outputs)[i].shape()) << "\n";
+    if (!f || !f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()))) return Fail(absl::StrCat("cannot write ", p.string()));
+    std::cout << p.string() << ": " << info.name << " " << Describe((*outputs)[i]) << "\n";
   }
   return 0;
 }

@@ -21,7 +21,6 @@
 #include <thread>
 
 #include <Eigen/Core>
-#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include "absl/strings/match.h"
@@ -53,55 +52,19 @@ absl::StatusOr<std::string> ReadFile(const fs::path& p) {
   return ss.str();
 }
 
-absl::StatusOr<Value> ValueFromSequence(const onnx::SequenceProto& sp);
-
-absl::StatusOr<Value> ValueFromOptional(const onnx::OptionalProto& op) {
-  if (op.has_tensor_value()) {
-    auto t = TensorFromProto(op.tensor_value(), nullptr);
-    if (!t.ok()) return t.status();
-    return Value::FromTensor(*t);
-  }
-  if (op.has_sequence_value()) return ValueFromSequence(op.sequence_value());
-  return Value::None();
-}
-
-absl::StatusOr<Value> ValueFromSequence(const onnx::SequenceProto& sp) {
-  std::vector<Tensor> items;
-  for (const auto& tp : sp.tensor_values()) {
-    auto t = TensorFromProto(tp, nullptr);
-    if (!t.ok()) return t.status();
-    items.push_back(*t);
-  }
-  if (sp.sequence_values_size() > 0 || sp.map_values_size() > 0 || sp.optional_values_size() > 0) {
-    return absl::UnimplementedError("nested sequences, maps and optionals in test data");
-  }
-  DType dtype = items.empty() ? DType::kUndefined : items[0].dtype();
-  return Value::FromSequence(std::move(items), dtype);
-}
-
 // Parses a .pb according to the declared type of the value it feeds or checks.
 absl::StatusOr<Value> ReadValue(const fs::path& p, const TypeInfo& type) {
   auto bytes = ReadFile(p);
   if (!bytes.ok()) return bytes.status();
-  if (type.kind == TypeInfo::Kind::kSequence) {
-    onnx::SequenceProto sp;
-    if (!sp.ParseFromString(*bytes)) return absl::DataLossError("bad SequenceProto");
-    return ValueFromSequence(sp);
-  }
-  if (type.kind == TypeInfo::Kind::kOptional) {
-    onnx::OptionalProto op;
-    if (!op.ParseFromString(*bytes)) return absl::DataLossError("bad OptionalProto");
-    return ValueFromOptional(op);
-  }
-  onnx::TensorProto tp;
-  if (!tp.ParseFromString(*bytes)) return absl::DataLossError("bad TensorProto");
-  auto t = TensorFromProto(tp, nullptr);
-  if (!t.ok()) return t.status();
+  auto v = ParseValue(*bytes, type);
+  if (!v.ok()) return absl::Status(v.status().code(), absl::StrCat(p.string(), ": ", v.status().message()));
   // ONNX 1.12's data sets store bfloat16 values as their uint16 bit patterns.
-  if (t->dtype() == DType::kUInt16 && type.kind == TypeInfo::Kind::kTensor && type.elem == DType::kBFloat16) {
-    return Value::FromTensor(Tensor::Wrap(DType::kBFloat16, t->shape(), t->holder(), t->raw_data()));
+  if (v->is_tensor() && v->tensor.dtype() == DType::kUInt16 && type.kind == TypeInfo::Kind::kTensor &&
+      type.elem == DType::kBFloat16) {
+    Tensor t = v->tensor;
+    return Value::FromTensor(Tensor::Wrap(DType::kBFloat16, t.shape(), t.holder(), t.raw_data()));
   }
-  return Value::FromTensor(*t);
+  return v;
 }
 
 template <typename T>
