@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
 #include "quant/dynamic_a8w8.h"
@@ -50,8 +51,8 @@ void SetCounters(benchmark::State& state, const Shape& s, int64_t weight_bytes_p
 // The int8 GEMM on one forced tier; A signed (s8s8, the +128 shift on VNNI) or unsigned.
 template <typename A>
 void BM_Int8(benchmark::State& state, const char* tier) {
-  if (!oneinfer::Int8ForceTierForTesting(tier)) {
-    oneinfer::Int8ForceTierForTesting(nullptr);
+  if (!oneinfer::SetKernelTier(oneinfer::KernelFamily::kInt8, tier)) {
+    oneinfer::ResetKernelTier(oneinfer::KernelFamily::kInt8);
     state.SkipWithError("tier not supported on this CPU");
     return;
   }
@@ -73,7 +74,7 @@ void BM_Int8(benchmark::State& state, const char* tier) {
   }
   SetCounters(state, s, 1);
   state.SetLabel(oneinfer::Int8TierName());
-  oneinfer::Int8ForceTierForTesting(nullptr);
+  oneinfer::ResetKernelTier(oneinfer::KernelFamily::kInt8);
 }
 
 void BM_gemm_s8s8_s32(benchmark::State& state, const char* tier) { BM_Int8<int8_t>(state, tier); }

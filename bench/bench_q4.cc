@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
 #include "quant/dynamic_a8w8.h"
@@ -42,8 +43,8 @@ void SetCounters(benchmark::State& state, const Shape& s, double weight_bytes) {
 
 // MatMulQ4 on one forced tier.
 void BM_gemm_q4b32_q8_f32(benchmark::State& state, const char* tier) {
-  if (!oneinfer::Q4ForceTierForTesting(tier)) {
-    oneinfer::Q4ForceTierForTesting(nullptr);
+  if (!oneinfer::SetKernelTier(oneinfer::KernelFamily::kQ4, tier)) {
+    oneinfer::ResetKernelTier(oneinfer::KernelFamily::kQ4);
     state.SkipWithError("tier not supported on this CPU");
     return;
   }
@@ -73,7 +74,7 @@ void BM_gemm_q4b32_q8_f32(benchmark::State& state, const char* tier) {
   }
   SetCounters(state, s, static_cast<double>(packed->bytes()));
   state.SetLabel(oneinfer::Q4TierName());
-  oneinfer::Q4ForceTierForTesting(nullptr);
+  oneinfer::ResetKernelTier(oneinfer::KernelFamily::kQ4);
 }
 
 // Float in, float out through int8 (the --weights int8 path): quantise A per row, GEMM, scale.

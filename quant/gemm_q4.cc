@@ -331,14 +331,4 @@ void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const ui
 
 const char* Q4TierName() { return ActiveTier().name; }
 
-std::vector<std::string> Q4SupportedTiers() { return SupportedKernelTiers(KernelFamily::kQ4); }
-
-bool Q4ForceTierForTesting(const char* tier) {
-  if (tier == nullptr) {
-    ResetKernelTier(KernelFamily::kQ4);
-    return true;
-  }
-  return SetKernelTier(KernelFamily::kQ4, tier);
-}
-
 }  // namespace oneinfer

@@ -137,8 +137,5 @@ void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const ui
 // "reference", "avx2" or "avx512vnni": the 4-bit tier in use, chosen by base/kernel_tier.h
 // (KernelFamily::kQ4): the best this CPU and OS run unless SetKernelTier forced one.
 const char* Q4TierName();
-std::vector<std::string> Q4SupportedTiers();
-// SetKernelTier(KernelFamily::kQ4, tier), or ResetKernelTier for nullptr (returns true then).
-bool Q4ForceTierForTesting(const char* tier);
 
 }  // namespace oneinfer

@@ -234,14 +234,4 @@ void gemm_u8s8_s32_reference(int64_t M, int64_t N, int64_t K, const uint8_t* a, 
 
 const char* Int8TierName() { return ActiveTier().name; }
 
-std::vector<std::string> Int8SupportedTiers() { return SupportedKernelTiers(KernelFamily::kInt8); }
-
-bool Int8ForceTierForTesting(const char* tier) {
-  if (tier == nullptr) {
-    ResetKernelTier(KernelFamily::kInt8);
-    return true;
-  }
-  return SetKernelTier(KernelFamily::kInt8, tier);
-}
-
 }  // namespace oneinfer

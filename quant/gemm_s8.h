@@ -74,10 +74,4 @@ void gemm_u8s8_s32_reference(int64_t M, int64_t N, int64_t K, const uint8_t* a, 
 // (KernelFamily::kInt8): the best this CPU and OS run unless SetKernelTier forced one.
 const char* Int8TierName();
 
-// Tiers this CPU and OS can run, lowest first ("reference" is always there).
-std::vector<std::string> Int8SupportedTiers();
-
-// SetKernelTier(KernelFamily::kInt8, tier), or ResetKernelTier for nullptr (returns true then).
-bool Int8ForceTierForTesting(const char* tier);
-
 }  // namespace oneinfer

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/kernel_tier.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "engine/session_impl.h"
@@ -437,9 +438,9 @@ TEST(QdqFusion, MultiThreadedIsBitIdentical) {
 // The core on its own: random shapes, types, layouts and zero points, fast path == reference on
 // every int8 tier this CPU runs.
 TEST(QdqGemmCore, RandomFormsMatchTheReferenceOnEveryTier) {
-  for (const std::string& tier : Int8SupportedTiers()) {
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kInt8)) {
     SCOPED_TRACE(tier);
-    ASSERT_TRUE(Int8ForceTierForTesting(tier.c_str()));
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, tier.c_str()));
     std::mt19937 rng(3);
     for (int t = 0; t < 60; ++t) {
       QdqGemmParams p;
@@ -486,7 +487,7 @@ TEST(QdqGemmCore, RandomFormsMatchTheReferenceOnEveryTier) {
       EXPECT_EQ(fast, ref) << "case " << t << ": M=" << M << " K=" << K << " N=" << N << " out=" << o;
     }
   }
-  Int8ForceTierForTesting(nullptr);
+  ResetKernelTier(KernelFamily::kInt8);
 }
 
 // ---------------------------------------------------------------- traces

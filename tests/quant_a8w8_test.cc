@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
 #include "quant/dynamic_a8w8.h"
@@ -98,8 +99,8 @@ TEST(A8W8Weights, PerColumnScalesAndNoFloatCopy) {
 TEST(MatMulA8W8, MatchesItsDefinitionOnEveryTier) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
-  for (const std::string& tier : Int8SupportedTiers()) {
-    ASSERT_TRUE(Int8ForceTierForTesting(tier.c_str()));
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kInt8)) {
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, tier.c_str()));
     for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 67, 33},
                            {17, 130, 65},
                            {128, 257, 96}}) {
@@ -127,7 +128,7 @@ TEST(MatMulA8W8, MatchesItsDefinitionOnEveryTier) {
       }
     }
   }
-  Int8ForceTierForTesting(nullptr);
+  ResetKernelTier(KernelFamily::kInt8);
 }
 
 // The acceptance gate: random 1024^3, max |error| / max |float reference| <= 1 %.

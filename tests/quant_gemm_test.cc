@@ -201,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(AllTiers, Int8TierTest,
                          [](const auto& p) { return std::string(p.param); });
 
 TEST(Int8Tier, SupportedTiersStartWithReference) {
-  const std::vector<std::string> tiers = Int8SupportedTiers();
+  const std::vector<std::string> tiers = SupportedKernelTiers(KernelFamily::kInt8);
   ASSERT_FALSE(tiers.empty());
   EXPECT_EQ(tiers.front(), "reference");
   EXPECT_EQ(tiers, SupportedKernelTiers(KernelFamily::kInt8));
@@ -210,7 +210,7 @@ TEST(Int8Tier, SupportedTiersStartWithReference) {
 }
 
 TEST(Int8Tier, UnknownOrUnsupportedNameFallsBackToBest) {
-  const std::string best = Int8SupportedTiers().back();
+  const std::string best = SupportedKernelTiers(KernelFamily::kInt8).back();
   EXPECT_FALSE(SetKernelTier(KernelFamily::kInt8, "sse9"));
   EXPECT_EQ(Int8TierName(), best);
   ResetKernelTier(KernelFamily::kInt8);
@@ -219,7 +219,7 @@ TEST(Int8Tier, UnknownOrUnsupportedNameFallsBackToBest) {
 // SetKernelTier forces each tier the CPU has; a name above it, or unknown, gets the best
 // available (never upward); the reset goes back to the best. The old entry point forwards.
 TEST(Int8Tier, SetKernelTierForcesTier) {
-  const std::vector<std::string> tiers = Int8SupportedTiers();
+  const std::vector<std::string> tiers = SupportedKernelTiers(KernelFamily::kInt8);
   for (const std::string& t : tiers) {
     EXPECT_TRUE(SetKernelTier(KernelFamily::kInt8, t));
     EXPECT_EQ(Int8TierName(), t);
@@ -229,9 +229,9 @@ TEST(Int8Tier, SetKernelTierForcesTier) {
   ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, "reference"));
   ResetKernelTier(KernelFamily::kInt8);
   EXPECT_EQ(Int8TierName(), tiers.back());
-  EXPECT_TRUE(Int8ForceTierForTesting("reference"));
+  EXPECT_TRUE(SetKernelTier(KernelFamily::kInt8, "reference"));
   EXPECT_STREQ(ActiveKernelTierName(KernelFamily::kInt8), "reference");
-  EXPECT_TRUE(Int8ForceTierForTesting(nullptr));
+  ResetKernelTier(KernelFamily::kInt8);
   EXPECT_EQ(Int8TierName(), tiers.back());
 }
 

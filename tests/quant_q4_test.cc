@@ -131,7 +131,7 @@ TEST(PackedWeightsQ4, RoundTripAndClearErrors) {
 TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
   ThreadPool pool(3);
   std::mt19937 rng(11);
-  for (const std::string& tier : Q4SupportedTiers()) {
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kQ4)) {
     ASSERT_TRUE(SetKernelTier(KernelFamily::kQ4, tier)) << tier;
     ASSERT_EQ(Q4TierName(), tier);
     for (int64_t M : {1, 2, 5, 6, 7, 13, 33})
@@ -182,7 +182,7 @@ TEST(MatMulQ4, ExtremeCodesAndActivations) {
   // Row 2 x column 3: every block dot is 32 * 127 * 15, d * dot + m * sum = 32 * 127 * 3.5,
   // so y = K * 3.5 up to the float rounding of s = 1/127.
   EXPECT_NEAR(want[2 * N + 3], K * 3.5f, 1e-2f);
-  for (const std::string& tier : Q4SupportedTiers()) {
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kQ4)) {
     ASSERT_TRUE(SetKernelTier(KernelFamily::kQ4, tier));
     MatMulQ4(M, a.data(), *w, got.data(), &pool);
     for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(got[i], want[i]) << tier << " i=" << i;

@@ -195,9 +195,9 @@ TEST(SgemmTier, UnknownNameFallsBackToBest) {
   EXPECT_EQ(SetKernelTier(KernelFamily::kFloat, "avx512"), best == "avx512");
   EXPECT_EQ(SgemmTierName(), best);
   // The old entry point forwards to the same selector.
-  EXPECT_TRUE(SgemmForceTierForTesting("portable"));
+  EXPECT_TRUE(SetKernelTier(KernelFamily::kFloat, "portable"));
   EXPECT_STREQ(ActiveKernelTierName(KernelFamily::kFloat), "portable");
-  EXPECT_TRUE(SgemmForceTierForTesting(nullptr));
+  ResetKernelTier(KernelFamily::kFloat);
   EXPECT_EQ(SgemmTierName(), best);
 }
 

@@ -294,12 +294,4 @@ PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const floa
 
 const char* SgemmTierName() { return ActiveTier().name; }
 
-bool SgemmForceTierForTesting(const char* tier) {
-  if (tier == nullptr) {
-    ResetKernelTier(KernelFamily::kFloat);
-    return true;
-  }
-  return SetKernelTier(KernelFamily::kFloat, tier);
-}
-
 }  // namespace oneinfer

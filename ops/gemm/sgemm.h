@@ -57,7 +57,4 @@ void SgemmPacked(int64_t M, int64_t N, int64_t K, float alpha, const float* A, i
 // (KernelFamily::kFloat): the best this CPU runs unless SetKernelTier forced one.
 const char* SgemmTierName();
 
-// SetKernelTier(KernelFamily::kFloat, tier), or ResetKernelTier for nullptr (returns true then).
-bool SgemmForceTierForTesting(const char* tier);
-
 }  // namespace oneinfer
