@@ -9,7 +9,9 @@ cd "$(dirname "$0")"
 PACKAGES=(build-essential cmake ninja-build pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libeigen3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  libicu-dev libxrt-dev uuid-dev python3-onnx python3-numpy)
+  libicu-dev libxrt-dev uuid-dev python3-onnx python3-numpy
+  python3-dev pybind11-dev python3-pytest python3-jinja2
+  clang libclang-rt-14-dev)
 
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()
