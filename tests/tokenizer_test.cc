@@ -85,9 +85,10 @@ TEST_F(QwenTokenizer, SkipSpecialDropsControlTokens) {
   EXPECT_EQ(tok_->Decode(ids, /*skip_special=*/true), "user\nhi");
 }
 
-TEST_F(QwenTokenizer, AMegabyteWordTokenizesInSeconds) {
-  // One pre-token of 1 MB (letters only, so the split regex keeps it whole): merging used to be
-  // quadratic in its length (100 KB took 32 s).
+TEST_F(QwenTokenizer, AMegabyteWordTokenizes) {
+  // One pre-token of 1 MB (letters only, so the split regex keeps it whole). The quadratic merge
+  // this replaced took 32 s for 100 KB, so it would run for hours here and hit ctest's timeout;
+  // the speed itself is not asserted (no timed tests: the machines are shared).
   std::string word;
   uint32_t x = 12345;
   const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
@@ -95,10 +96,7 @@ TEST_F(QwenTokenizer, AMegabyteWordTokenizesInSeconds) {
     x = x * 1664525u + 1013904223u;
     word += letters[(x >> 16) % (x >> 28 < 12 ? 6 : letters.size())];
   }
-  const auto start = std::chrono::steady_clock::now();
   const std::vector<int32_t> ids = tok_->Encode(word);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(s, 10.0);  // about 1-2 s here; the quadratic merge took hours
   EXPECT_LT(ids.size(), word.size() / 2) << "merges should have shortened the word";
   EXPECT_EQ(tok_->Decode(ids), word);
 }
