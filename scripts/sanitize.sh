@@ -37,7 +37,9 @@ case "$KIND" in
     stage_done "build $B"
 
     stage "unit tests under ASan + UBSan"
-    ONEINFER_CLI=$B/oneinfer $B/oneinfer_tests --gtest_brief=1
+    # A wall-clock bound (tokenizer_test.cc: a 1 MB word in under 10 s) says nothing at ASan speed.
+    ONEINFER_CLI=$B/oneinfer $B/oneinfer_tests --gtest_brief=1 \
+      --gtest_filter=-QwenTokenizer.AMegabyteWordTokenizesInSeconds
     stage_done "unit tests"
 
     stage "conformance under ASan + UBSan"
