@@ -512,7 +512,6 @@ class Lexer {
         end = close + 2;
         if (close > p && src_[close - 1] == '-') end = SkipSpace(src_, end);
         else if (!(close > p && src_[close - 1] == '+') && end < src_.size() && src_[end] == '\n') ++end;
-        line_ += static_cast<int>(std::count(src_.begin() + open, src_.begin() + close, '\n'));
       } else if (kind == '%' && IsRaw(p)) {
         end = LexRaw(pieces, open, p);
       } else {

@@ -25,7 +25,7 @@ namespace oneinfer::jinja {
 
 struct Limits {
   int64_t max_output_bytes = 64ll << 20;
-  int64_t max_iterations = 10'000'000;  // loop bodies and filter elements, all together
+  int64_t max_iterations = 1'000'000;  // loop bodies and filter elements, all together
   int max_call_depth = 64;              // macro calls inside macro calls
 };
 

@@ -173,6 +173,7 @@ TEST(ChatTemplate, ErrorsNameTheLine) {
   ExpectError("{{ 1 / 0 }}", "division by zero", 1);
   ExpectError("{{ messages[0].content }}", "list index 0 out of range", 1);
   ExpectError("{{ (1 }}", "unexpected", 1);
+  ExpectError("{# two\nlines #}\n{% set a = 1 %}\n{{ a + 'x' }}", "unsupported operand", 4);
 }
 
 TEST(ChatTemplate, HostileTemplatesHitLimitsNotTheStack) {
