@@ -115,6 +115,7 @@ TEST(ChatTemplate, StatementsAndLoopVariables) {
   EXPECT_EQ(Render("{% macro m(a, b='d') %}{{ a }}-{{ b }}{% endmacro %}{{ m(1) }} {{ m(1, 2) }} {{ m(b=3, a=4) }}"), "1-d 1-2 4-3");
   EXPECT_EQ(Render("{% if 0 %}a{% elif none %}b{% else %}c{% endif %}"), "c");
   EXPECT_EQ(Render("{% raw %}{{ x }}{% endraw %}"), "{{ x }}");
+  EXPECT_EQ(Render("{% generation %}{{ 1 }}{% endgeneration %}"), "1");  // transformers' assistant-mask tag
 }
 
 TEST(ChatTemplate, WhitespaceControlLikeTransformers) {

@@ -39,9 +39,9 @@ constexpr const char* kHelp =
     "  --dump-logits FILE     write the float32 logits of the last position of every step\n"
     "                         (raw little-endian, one row of vocab floats per step)\n"
     "\n"
-    "Generation stops at --max-new-tokens or at an end-of-sequence id: those of generation_config.json,\n"
-    "genai_config.json and tokenizer_config.json's eos_token beside the model, all of them; else the\n"
-    "tokenizer's <|im_end|> and <|endoftext|>.\n";
+    "Generation stops at --max-new-tokens or at an end-of-sequence id: those of generation_config.json\n"
+    "and genai_config.json beside the model (else the tokenizer's <|im_end|> and <|endoftext|>), and\n"
+    "the eos_token of tokenizer_config.json.\n";
 
 // The chat prompt for one user turn: the model's own template (tokenizer_config.json beside the
 // model, else beside the tokenizer), or Qwen's ChatML when neither has one.
@@ -90,6 +90,12 @@ absl::Status AddStopIds(const fs::path& model_dir, const Tokenizer* tok, std::ve
   if (*found && j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("eos_token_id")) {
     if (auto s = add_ids(j["model"]["eos_token_id"], "genai_config.json"); !s.ok()) return s;
   }
+  // Without generation or genai config, the tokenizer's usual ends of a Qwen turn and text.
+  if (stop->empty() && tok) {
+    for (const char* t : {"<|im_end|>", "<|endoftext|>"}) {
+      if (auto id = tok->TokenId(t)) stop->push_back(*id);
+    }
+  }
   found = read("tokenizer_config.json", &j);
   if (!found.ok()) return found.status();
   if (*found && tok && j.is_object() && j.contains("eos_token")) {
@@ -99,11 +105,6 @@ absl::Status AddStopIds(const fs::path& model_dir, const Tokenizer* tok, std::ve
       if (auto id = tok->TokenId(text.get<std::string>())) {
         if (std::find(stop->begin(), stop->end(), *id) == stop->end()) stop->push_back(*id);
       }
-    }
-  }
-  if (stop->empty() && tok) {
-    for (const char* t : {"<|im_end|>", "<|endoftext|>"}) {
-      if (auto id = tok->TokenId(t)) stop->push_back(*id);
     }
   }
   return absl::OkStatus();
