@@ -1,4 +1,5 @@
 // oneinfer run: generate text with a causal-LM graph (input_ids [+ past_kv] -> logits [+ present_kv]).
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -27,17 +28,87 @@ constexpr const char* kHelp =
     "  --tokenizer PATH       tokenizer.json (default: beside the model)\n"
     "  -n, --max-new-tokens N tokens to generate (default 32)\n"
     "  --temperature T        0 = greedy (default); --top-k K, --top-p P, --seed S\n"
-    "  --chat                 wrap the prompt in Qwen's ChatML user/assistant turns\n"
+    "  --chat                 send the prompt as a user turn in the model's chat template (the\n"
+    "                         chat_template of tokenizer_config.json beside the model or the\n"
+    "                         tokenizer); Qwen's ChatML when there is none\n"
     "  --threads N            threads for the kernels (default: all cores)\n"
     "  --matmul float|int8    constant-weight MatMuls in float32 (default) or dynamic A8W8\n"
     "  --json                 print one JSON object at the end instead of streaming text:\n"
-    "                         prompt_tokens, generated_ids, text, load_ms, prefill_ms, decode_ms_per_token,\n"
-    "                         tokens_per_s\n"
+    "                         prompt (the text encoded), prompt_tokens, generated_ids, text, load_ms,\n"
+    "                         prefill_ms, decode_ms_per_token, tokens_per_s\n"
     "  --dump-logits FILE     write the float32 logits of the last position of every step\n"
     "                         (raw little-endian, one row of vocab floats per step)\n"
     "\n"
-    "Generation stops at --max-new-tokens or at an end-of-sequence id (generation_config.json\n"
-    "beside the model, else the tokenizer's <|im_end|> and <|endoftext|>).\n";
+    "Generation stops at --max-new-tokens or at an end-of-sequence id: those of generation_config.json\n"
+    "and genai_config.json beside the model (else the tokenizer's <|im_end|> and <|endoftext|>), and\n"
+    "the eos_token of tokenizer_config.json.\n";
+
+// The chat prompt for one user turn: the model's own template (tokenizer_config.json beside the
+// model, else beside the tokenizer), or Qwen's ChatML when neither has one.
+absl::StatusOr<std::string> ChatPrompt(const fs::path& model_dir, const std::string& tok_path, const std::string& user) {
+  for (const fs::path& dir : {model_dir, fs::path(tok_path).parent_path()}) {
+    const fs::path config = dir / "tokenizer_config.json";
+    if (dir.empty() || !fs::exists(config)) continue;
+    auto tmpl = ChatTemplate::FromTokenizerConfig(config.string());
+    if (absl::IsNotFound(tmpl.status())) continue;  // a config without a template
+    if (!tmpl.ok()) return tmpl.status();
+    return (*tmpl)->Render({{"user", user}}, /*add_generation_prompt=*/true);
+  }
+  return FormatChatML({{"user", user}});
+}
+
+// End-of-sequence ids from every config beside the model that names them.
+absl::Status AddStopIds(const fs::path& model_dir, const Tokenizer* tok, std::vector<int32_t>* stop) {
+  auto add_ids = [&](const json& ids, const std::string& file) -> absl::Status {
+    for (const json& id : ids.is_array() ? ids : json::array({ids})) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(file, ": eos_token_id ", id.dump(), " is not a token id"));
+      }
+      const int32_t v = id.get<int32_t>();
+      if (std::find(stop->begin(), stop->end(), v) == stop->end()) stop->push_back(v);
+    }
+    return absl::OkStatus();
+  };
+  auto read = [&](const char* name, json* j) -> absl::StatusOr<bool> {
+    if (!fs::exists(model_dir / name)) return false;
+    try {
+      std::ifstream f(model_dir / name);
+      *j = json::parse(f);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", e.what()));
+    }
+    return true;
+  };
+  json j;
+  auto found = read("generation_config.json", &j);
+  if (!found.ok()) return found.status();
+  if (*found && j.is_object() && j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+    if (auto s = add_ids(j["eos_token_id"], "generation_config.json"); !s.ok()) return s;
+  }
+  found = read("genai_config.json", &j);
+  if (!found.ok()) return found.status();
+  if (*found && j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("eos_token_id")) {
+    if (auto s = add_ids(j["model"]["eos_token_id"], "genai_config.json"); !s.ok()) return s;
+  }
+  // Without generation or genai config, the tokenizer's usual ends of a Qwen turn and text.
+  if (stop->empty() && tok) {
+    for (const char* t : {"<|im_end|>", "<|endoftext|>"}) {
+      if (auto id = tok->TokenId(t)) stop->push_back(*id);
+    }
+  }
+  found = read("tokenizer_config.json", &j);
+  if (!found.ok()) return found.status();
+  if (*found && tok && j.is_object() && j.contains("eos_token")) {
+    const json& e = j["eos_token"];
+    const json text = e.is_object() && e.contains("content") ? e["content"] : e;
+    if (text.is_string()) {
+      if (auto id = tok->TokenId(text.get<std::string>())) {
+        if (std::find(stop->begin(), stop->end(), *id) == stop->end()) stop->push_back(*id);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 bool ParseInt(const std::string& s, int64_t* v) {
   if (s.empty()) return false;
@@ -120,7 +191,11 @@ int CmdRun(int argc, char** argv) {
 
   std::vector<int32_t> ids;
   if (has_prompt) {
-    if (chat) prompt = FormatChatML({{"user", prompt}});
+    if (chat) {
+      auto text = ChatPrompt(model_dir, tok_path, prompt);
+      if (!text.ok()) return Fail(text.status());
+      prompt = std::move(*text);
+    }
     ids = tok->Encode(prompt);
   } else {
     std::string list = prompt_ids;
@@ -139,23 +214,7 @@ int CmdRun(int argc, char** argv) {
     }
   }
 
-  // End-of-sequence ids: generation_config.json, else the tokenizer's usual ones.
-  if (fs::exists(model_dir / "generation_config.json")) {
-    try {
-      std::ifstream f(model_dir / "generation_config.json");
-      json j = json::parse(f);
-      if (j.contains("eos_token_id")) {
-        if (j["eos_token_id"].is_array()) for (auto& e : j["eos_token_id"]) gen.stop_ids.push_back(e.get<int32_t>());
-        else gen.stop_ids.push_back(j["eos_token_id"].get<int32_t>());
-      }
-    } catch (const std::exception& e) {
-      return Fail(absl::StrCat("generation_config.json: ", e.what()));
-    }
-  } else if (tok) {
-    for (const char* t : {"<|im_end|>", "<|endoftext|>"}) {
-      if (auto id = tok->TokenId(t)) gen.stop_ids.push_back(*id);
-    }
-  }
+  if (auto s = AddStopIds(model_dir, tok.get(), &gen.stop_ids); !s.ok()) return Fail(s);
 
   const auto load_start = std::chrono::steady_clock::now();
   auto session = Session::Load(pos[0], sopts);
@@ -187,11 +246,11 @@ int CmdRun(int argc, char** argv) {
   }
   const double tps = result->decode_ms > 0 ? 1000.0 * result->decode_steps / result->decode_ms : 0;
   if (as_json) {
-    json j = {{"prompt_tokens", result->prompt_tokens}, {"generated_ids", result->generated_ids},
+    json j = {{"prompt", prompt}, {"prompt_tokens", result->prompt_tokens}, {"generated_ids", result->generated_ids},
               {"text", text}, {"prefill_ms", result->prefill_ms},
               {"decode_ms_per_token", result->decode_ms_per_token()}, {"tokens_per_s", tps},
               {"cached", (*generator)->cached()}, {"load_ms", load_ms}};
-    std::cout << j.dump() << "\n";
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";  // a --prompt need not be UTF-8
   } else {
     std::cout << "\n";
     std::cerr << "prompt tokens " << result->prompt_tokens << ", generated " << result->generated_ids.size()
