@@ -45,5 +45,9 @@ void RegisterFusedOps(KernelRegistry& r);          // ops/fused.cc (engine-inter
 void RegisterQdqMatMulOps(KernelRegistry& r);      // ops/qdq_matmul.cc (fused QDQ MatMul)
 void RegisterWeightDequantOps(KernelRegistry& r);  // ops/weight_dequant.cc (int4/int8 weight MatMul)
 void RegisterQ4NXOps(KernelRegistry& r);           // ops/matmul_q4nx.cc (MatMul on Q4NX weights)
+void RegisterContribMatMulNBitsOps(KernelRegistry& r);  // ops/contrib_matmul_nbits.cc (com.microsoft MatMulNBits)
+void RegisterContribNormOps(KernelRegistry& r);    // ops/contrib_norm.cc (Simplified/Skip LayerNormalization)
+void RegisterContribActivationOps(KernelRegistry& r);   // ops/contrib_activation.cc (Gelu, BiasGelu, FastGelu, QuickGelu)
+void RegisterContribFusedMatMulOps(KernelRegistry& r);  // ops/contrib_fused_matmul.cc (FusedMatMul)
 
 }  // namespace oneinfer

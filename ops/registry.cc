@@ -65,6 +65,10 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterQdqMatMulOps(*r);
     RegisterWeightDequantOps(*r);
     RegisterQ4NXOps(*r);
+    RegisterContribMatMulNBitsOps(*r);
+    RegisterContribNormOps(*r);
+    RegisterContribActivationOps(*r);
+    RegisterContribFusedMatMulOps(*r);
     return r;
   }();
   return *registry;

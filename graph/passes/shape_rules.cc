@@ -133,6 +133,12 @@ struct Product {
 
 void Unary(Ctx& c) { c.Set(0, c.Elem(0), c.Shape(0) ? std::optional<Dims>(*c.Shape(0)) : std::nullopt); }
 
+// ONNX Runtime's SimplifiedLayerNormalization: Y has X's shape and the scale's type (V).
+void SimplifiedLayerNorm(Ctx& c) {
+  if (c.Elem(1) == DType::kUndefined) return;
+  c.Set(0, c.Elem(1), c.Shape(0) ? std::optional<Dims>(*c.Shape(0)) : std::nullopt);
+}
+
 void IdentityRule(Ctx& c) {
   c.Set(0, c.Elem(0), c.Shape(0) ? std::optional<Dims>(*c.Shape(0)) : std::nullopt,
         c.Value(0) ? std::optional<Elems>(*c.Value(0)) : std::nullopt);
@@ -736,7 +742,7 @@ const std::map<std::string, Rule>& Rules() {
                {"GatherElements", GatherElements}, {"Slice", Slice}, {"Expand", Expand}, {"Tile", Tile},
                {"Pad", Pad}, {"ConstantOfShape", ConstantOfShape}, {"Range", Range},
                {"DequantizeLinear", Dequantize}, {"QuantizeLinear", Quantize},
-               {"Constant", ConstantRule}});
+               {"Constant", ConstantRule}, {"SimplifiedLayerNormalization", SimplifiedLayerNorm}});
     return m;
   }();
   return *rules;

@@ -1,0 +1,177 @@
+// The normalisations of ONNX Runtime's LLM and BERT graphs:
+//   SimplifiedLayerNormalization (ai.onnx domain, since 1, as ONNX Runtime registers it):
+//     Y = X / sqrt(mean(X^2 over axes axis..) + epsilon) * scale, inv_std_var = that 1 / sqrt(...)
+//   SkipSimplifiedLayerNormalization, SkipLayerNormalization (com.microsoft 1):
+//     s = input + skip (+ bias); output = s * inv_std * gamma (RMS form) or
+//     (s - mean) * inv_std * gamma (+ beta); outputs mean (0 in the RMS form), inv_std_var
+//     (float32, [..., 1]) and
+//     input_skip_bias_sum (s in the input's type).
+// float16 / bfloat16 are widened to float32, computed there and rounded once at the end (as ONNX
+// Runtime's CPU kernels do); statistics accumulate in double. Rows run in parallel.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/half.h"
+#include "base/thread_pool.h"
+#include "ops/families.h"
+#include "ops/kernel.h"
+#include "ops/op_util.h"
+
+namespace oneinfer {
+
+namespace {
+
+constexpr char kMs[] = "com.microsoft";
+
+bool IsNormType(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+
+float Load(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat16: return F16ToF32(t.data<uint16_t>()[i]);
+    case DType::kBFloat16: return Bf16ToF32(t.data<uint16_t>()[i]);
+    default: return t.data<float>()[i];
+  }
+}
+void Store(Tensor& t, int64_t i, float v) {
+  switch (t.dtype()) {
+    case DType::kFloat16: t.data<uint16_t>()[i] = F32ToF16(v); break;
+    case DType::kBFloat16: t.data<uint16_t>()[i] = F32ToBf16(v); break;
+    default: t.data<float>()[i] = v;
+  }
+}
+
+// One row of `h` values already summed in float: statistics, then the normalised row.
+struct RowStats {
+  double mean = 0, inv_std = 0;
+};
+RowStats Stats(const float* s, int64_t h, bool simplified, float epsilon) {
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < h; ++i) sum += s[i];
+  const double mean = sum / static_cast<double>(h);
+  for (int64_t i = 0; i < h; ++i) {
+    const double d = simplified ? s[i] : s[i] - mean;
+    sq += d * d;
+  }
+  return {mean, 1.0 / std::sqrt(sq / static_cast<double>(h) + epsilon)};
+}
+
+// --- SimplifiedLayerNormalization -----------------------------------------------------------
+
+absl::Status SimplifiedLayerNorm(OpContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (!ctx.has_input(1)) return InvalidArgument(ctx, "needs input scale");
+  const Tensor& scale = ctx.input(1);
+  if (!IsNormType(x.dtype()) || !IsNormType(scale.dtype()))
+    return InvalidArgument(ctx, "X and scale must be float32, float16 or bfloat16, got ", DTypeName(x.dtype()), " and ",
+                           DTypeName(scale.dtype()));
+  const Node& n = ctx.node();
+  if (n.GetInt("stash_type", 1) != 1) return InvalidArgument(ctx, "stash_type ", n.GetInt("stash_type", 1), " is not supported (1: float)");
+  auto axis = NormalizeAxis(n.GetInt("axis", -1), x.rank());
+  if (!axis.ok() || x.rank() == 0) return InvalidArgument(ctx, "axis ", n.GetInt("axis", -1), " is out of range for ", ShapeToString(x.shape()));
+  const float epsilon = n.GetFloat("epsilon", 1e-5f);
+  const int64_t h = Prod(x.shape(), static_cast<size_t>(*axis), x.shape().size());
+  const int64_t rows = Prod(x.shape(), 0, static_cast<size_t>(*axis));
+  if (scale.num_elements() != h)
+    return InvalidArgument(ctx, "scale ", ShapeToString(scale.shape()), " does not match the normalised dimensions of X ",
+                           ShapeToString(x.shape()), " from axis ", *axis);
+  // ONNX Runtime types Y as the scale (V), which differs from X in mixed graphs.
+  Tensor& y = ctx.AllocateOutputUninitialized(0, scale.dtype(), x.shape());
+  Tensor* inv = nullptr;
+  if (ctx.num_outputs() > 1 && ctx.has_output(1)) {
+    Shape s = x.shape();
+    for (size_t i = static_cast<size_t>(*axis); i < s.size(); ++i) s[i] = 1;
+    inv = &ctx.AllocateOutputUninitialized(1, DType::kFloat32, s);
+  }
+  if (h == 0) return absl::OkStatus();
+  std::vector<float> g(static_cast<size_t>(h));
+  for (int64_t i = 0; i < h; ++i) g[i] = Load(scale, i);
+  ParallelFor(ctx.thread_pool(), rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(h));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t i = 0; i < h; ++i) row[i] = Load(x, r * h + i);
+      const RowStats st = Stats(row.data(), h, /*simplified=*/true, epsilon);
+      const float is = static_cast<float>(st.inv_std);
+      for (int64_t i = 0; i < h; ++i) Store(y, r * h + i, row[i] * is * g[i]);
+      if (inv) inv->data<float>()[r] = is;
+    }
+  });
+  return absl::OkStatus();
+}
+
+// --- SkipLayerNormalization / SkipSimplifiedLayerNormalization ------------------------------
+
+template <bool kSimplified>
+absl::Status SkipNorm(OpContext& ctx) {
+  // Inputs: input, skip, gamma, then beta and bias (SkipLayerNormalization) or bias (simplified).
+  const size_t bias_index = kSimplified ? 3 : 4;
+  if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2)) return InvalidArgument(ctx, "needs input, skip and gamma");
+  const Tensor& x = ctx.input(0);
+  const Tensor& skip = ctx.input(1);
+  const Tensor& gamma = ctx.input(2);
+  const Tensor* beta = !kSimplified && ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  const Tensor* bias = ctx.num_inputs() > bias_index && ctx.has_input(bias_index) ? &ctx.input(bias_index) : nullptr;
+  if (!IsNormType(x.dtype())) return InvalidArgument(ctx, "input must be float32, float16 or bfloat16, got ", DTypeName(x.dtype()));
+  if (x.rank() != 2 && x.rank() != 3) return InvalidArgument(ctx, "input must be 2-D or 3-D, got ", ShapeToString(x.shape()));
+  const int64_t h = x.dim(-1), rows = x.num_elements() / std::max<int64_t>(h, 1);
+  // skip: the input's shape, or its last two dimensions (one sequence shared by the batch).
+  const bool skip_full = skip.shape() == x.shape();
+  const bool skip_shared = x.rank() == 3 && skip.num_elements() == x.dim(1) * h && skip.dim(-1) == h &&
+                           (skip.rank() == 2 || (skip.rank() == 3 && skip.dim(0) == 1));
+  if (!skip_full && !skip_shared)
+    return InvalidArgument(ctx, "skip ", ShapeToString(skip.shape()), " does not fit input ", ShapeToString(x.shape()));
+  for (const Tensor* t : {&skip, &gamma, beta, bias}) {
+    if (t == nullptr) continue;
+    if (t->dtype() != x.dtype()) return InvalidArgument(ctx, "every input must be ", DTypeName(x.dtype()), ", got ", DTypeName(t->dtype()));
+  }
+  for (const Tensor* t : {&gamma, beta, bias}) {
+    if (t != nullptr && t->num_elements() != h)
+      return InvalidArgument(ctx, "gamma, beta and bias must have hidden_size = ", h, " elements, got ", ShapeToString(t->shape()));
+  }
+  const float epsilon = ctx.node().GetFloat("epsilon", 1e-12f);
+  Tensor& y = ctx.AllocateOutputUninitialized(0, x.dtype(), x.shape());
+  Shape stat_shape = x.shape();
+  stat_shape.back() = 1;
+  auto optional_out = [&](size_t i, DType t, const Shape& s) -> Tensor* {
+    return ctx.num_outputs() > i && ctx.has_output(i) ? &ctx.AllocateOutputUninitialized(i, t, s) : nullptr;
+  };
+  Tensor* mean_out = optional_out(1, DType::kFloat32, stat_shape);
+  Tensor* inv_out = optional_out(2, DType::kFloat32, stat_shape);
+  Tensor* sum_out = optional_out(3, x.dtype(), x.shape());
+  if (h == 0) return absl::OkStatus();
+  const int64_t skip_rows = skip.num_elements() / h;
+  std::vector<float> g(h), b(h, 0.f), bi(h, 0.f);
+  for (int64_t i = 0; i < h; ++i) {
+    g[i] = Load(gamma, i);
+    if (beta) b[i] = Load(*beta, i);
+    if (bias) bi[i] = Load(*bias, i);
+  }
+  ParallelFor(ctx.thread_pool(), rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> s(static_cast<size_t>(h));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t sr = r % skip_rows;
+      for (int64_t i = 0; i < h; ++i) s[i] = Load(x, r * h + i) + Load(skip, sr * h + i) + bi[i];
+      const RowStats st = Stats(s.data(), h, kSimplified, epsilon);
+      const float mean = static_cast<float>(st.mean), is = static_cast<float>(st.inv_std);
+      for (int64_t i = 0; i < h; ++i) {
+        const float v = kSimplified ? s[i] * is * g[i] : (s[i] - mean) * is * g[i] + b[i];
+        Store(y, r * h + i, v);
+        if (sum_out) Store(*sum_out, r * h + i, s[i]);
+      }
+      if (mean_out) mean_out->data<float>()[r] = kSimplified ? 0.f : mean;  // the RMS form has none: 0, as ONNX Runtime writes
+      if (inv_out) inv_out->data<float>()[r] = is;
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterContribNormOps(KernelRegistry& r) {
+  AddVersions(r, "SimplifiedLayerNormalization", {1}, SimplifiedLayerNorm);
+  r.AddFn(kMs, "SkipSimplifiedLayerNormalization", 1, 1, SkipNorm<true>);
+  r.AddFn(kMs, "SkipLayerNormalization", 1, 1, SkipNorm<false>);
+}
+
+}  // namespace oneinfer

@@ -1,0 +1,425 @@
+#!/usr/bin/python3
+"""One-node graphs of the com.microsoft operators that optimum / onnxruntime-genai LLM files use
+(MatMulNBits, ...), written with onnx.helper, their inputs, and the comparison of oneinfer's
+outputs with ONNX Runtime's.
+
+usage: contrib_graphs.py build DIR     writes DIR/<case>/{model.onnx, in/input_<i>.pb, in.json,
+                                      x<i>.bin, bound<j>.npy} and DIR/cases.txt
+       contrib_graphs.py compare DIR   compares DIR/<case>/ours/output_<j>.pb (oneinfer exec) with
+                                      DIR/<case>/ort/output_<j>.bin (tests/oracles/ort_run_cases.js)
+                                      for every case: |ours - ort| <= bound elementwise; prints one
+                                      line per case, exits 1 when any case fails
+
+Each case's bound is what the two engines' documented arithmetic may differ by, computed here from
+the case's own values (see each writer).
+"""
+import json
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+MS = "com.microsoft"
+NP_OF = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.INT64: np.int64,
+         TensorProto.INT32: np.int32, TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
+JS_OF = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(np.int64): "int64",
+         np.dtype(np.int32): "int32", np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8"}
+TP_OF = {np.dtype(v): k for k, v in NP_OF.items()}
+
+CASES = []  # (name, writer function)
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+def write_case(root, name, node, inputs, inits, outputs, bounds, refs=None):
+    """inputs: [(name, array)] fed at run time; inits: [(name, array)] initializers;
+    outputs: [(name, elem_type)]; bounds: one array (or scalar) per output; refs: this script's
+    float64 value of each output (printed beside the comparison, for diagnosis only)."""
+    d = os.path.join(root, name)
+    os.makedirs(os.path.join(d, "in"), exist_ok=True)
+    g = helper.make_graph(
+        [node], name,
+        [helper.make_tensor_value_info(n, TP_OF[a.dtype], list(a.shape)) for n, a in inputs],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+        [numpy_helper.from_array(a, n) for n, a in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
+                          producer_name="contrib_graphs.py")
+    m.ir_version = 10
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    spec = []
+    for i, (n, a) in enumerate(inputs):
+        with open(os.path.join(d, "in", f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+        a.tofile(os.path.join(d, f"x{i}.bin"))
+        spec.append({"name": n, "type": JS_OF[a.dtype], "dims": list(a.shape), "file": f"x{i}.bin"})
+    with open(os.path.join(d, "in.json"), "w") as f:
+        json.dump(spec, f)
+    for j, b in enumerate(bounds):
+        np.save(os.path.join(d, f"bound{j}.npy"), np.asarray(b, np.float64))
+    for j, v in enumerate(refs or []):
+        np.save(os.path.join(d, f"ref{j}.npy"), np.asarray(v, np.float64))
+    return name
+
+
+def rng_for(name):
+    return np.random.default_rng(sum(map(ord, name)) * 7919)
+
+
+# --- MatMulNBits ------------------------------------------------------------------------------
+
+def nbits_case(root, name, M, K, N, bits, bs, zp="none", ftype=np.float32, bias=False, level=None,
+               shape2d=False, a_shape=None, g_idx=False):
+    """zp: none | packed | float. The bound: oneinfer quantises A to int8 per block of 32 (16-blocks
+    and the ragged tail alone), |a - q s| <= amax / 254 per element, so |y - y_exact| <=
+    sum_k |w_k| amax_k / 254 (4-bit only); ORT at accuracy_level 4 quantises A per block_size the same
+    way; float16 adds the inputs' and outputs' rounding; float32 accumulation adds 1e-5 of the
+    magnitudes."""
+    r = rng_for(name)
+    blocks = (K + bs - 1) // bs
+    q = r.integers(0, 1 << bits, size=(N, blocks * bs)).astype(np.uint8)
+    q[:, K:] = 0
+    scales = r.uniform(0.002, 0.02, size=(N, blocks)).astype(ftype)
+    zps = r.integers(0, 1 << bits, size=(N, blocks)).astype(np.uint8)
+    if zp == "float":
+        zpf = (zps + r.uniform(-0.5, 0.5, size=zps.shape)).astype(ftype)
+    if bits == 4:
+        blob = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(N, blocks, bs // 2)
+        zz = np.concatenate([zps, np.zeros((N, blocks % 2), np.uint8)], axis=1)
+        zp_packed = zz[:, 0::2] | (zz[:, 1::2] << 4)
+    else:
+        blob = q.reshape(N, blocks, bs)
+        zp_packed = zps
+    zero = {"none": np.full((N, blocks), 1 << (bits - 1), np.float64), "packed": zps.astype(np.float64),
+            "float": zpf.astype(np.float64) if zp == "float" else None}[zp]
+    s64 = scales.astype(np.float64)
+    w = (q[:, :K].astype(np.float64) - np.repeat(zero, bs, axis=1)[:, :K]) * np.repeat(s64, bs, axis=1)[:, :K]
+    a_shape = a_shape or (M, K)
+    a = r.uniform(-1, 1, size=a_shape).astype(ftype)
+    a2 = a.reshape(-1, K).astype(np.float64)
+    y = a2 @ w.T
+    inits = [("B", blob), ("scales", scales if shape2d else scales.reshape(-1))]
+    ins = ["A", "B", "scales"]
+    if zp == "packed":
+        inits.append(("zero_points", zp_packed if shape2d else zp_packed.reshape(-1)))
+        ins.append("zero_points")
+    elif zp == "float":
+        inits.append(("zero_points", zpf if shape2d else zpf.reshape(-1)))
+        ins.append("zero_points")
+    if g_idx:
+        while len(ins) < 4:
+            ins.append("")
+        inits.append(("g_idx", (np.arange(K) // bs).astype(np.int32)))
+        ins.append("g_idx")
+    feeds = [("A", a)]
+    if bias:
+        bvec = r.uniform(-1, 1, size=N).astype(ftype)
+        while len(ins) < 5:
+            ins.append("")
+        ins.append("bias")
+        feeds.append(("bias", bvec))
+        y = y + bvec.astype(np.float64)
+
+    def q8_err(block):  # per element of a2: amax of its quantisation block / 254
+        e = np.zeros_like(a2)
+        for k0 in range(0, K, block):
+            e[:, k0:k0 + block] = np.abs(a2[:, k0:k0 + block]).max(axis=1, keepdims=True) / 254
+        return e
+
+    absw = np.abs(w)
+    mag = np.abs(a2) @ ((np.abs(q[:, :K]) + np.repeat(np.abs(zero), bs, axis=1)[:, :K]) *
+                        np.repeat(s64, bs, axis=1)[:, :K]).T
+    bound = 1e-5 * mag + 1e-6
+    if bits == 4:
+        bound = bound + q8_err(16 if bs == 16 else 32) @ absw.T
+    if level == 4:
+        bound = bound + q8_err(bs) @ absw.T
+    if ftype == np.float16:
+        bound = bound + 2e-3 * (np.abs(a2) @ absw.T) + 2 * np.abs(y) * 2.0 ** -11 + 2e-3
+    attrs = dict(K=K, N=N, bits=bits, block_size=bs)
+    if level is not None:
+        attrs["accuracy_level"] = level
+    node = helper.make_node("MatMulNBits", ins, ["Y"], name="mmnb", domain=MS, **attrs)
+    out_shape = a_shape[:-1] + (N,)
+    return write_case(root, name, node, feeds, inits, [("Y", TP_OF[np.dtype(ftype)])],
+                      [bound.reshape(out_shape)], [y.reshape(out_shape)])
+
+
+@case
+def matmul_nbits_cases(root):
+    names = []
+    for bs in (16, 32, 64, 128, 256):
+        names.append(nbits_case(root, f"mmnb4_sym_bs{bs}", 3, 256, 40, 4, bs))
+    names += [
+        nbits_case(root, "mmnb4_packedzp_bs32_2d_oddblocks", 3, 96, 33, 4, 32, zp="packed", shape2d=True),
+        nbits_case(root, "mmnb4_packedzp_bs16_oddblocks", 2, 48, 17, 4, 16, zp="packed"),
+        nbits_case(root, "mmnb4_packedzp_bs128", 4, 512, 48, 4, 128, zp="packed"),
+        nbits_case(root, "mmnb4_ragged_k72_bs32", 3, 72, 20, 4, 32),
+        nbits_case(root, "mmnb4_ragged_k40_bs16_zp", 3, 40, 20, 4, 16, zp="packed"),
+        nbits_case(root, "mmnb4_ragged_k200_bs128_zp", 2, 200, 24, 4, 128, zp="packed"),
+        nbits_case(root, "mmnb4_floatzp_bs64", 3, 256, 24, 4, 64, zp="float"),
+        nbits_case(root, "mmnb4_floatzp_bs32_2d", 3, 128, 24, 4, 32, zp="float", shape2d=True),
+        nbits_case(root, "mmnb4_bias_bs32", 3, 128, 40, 4, 32, zp="packed", bias=True),
+        nbits_case(root, "mmnb4_level4_bs32", 3, 256, 40, 4, 32, zp="packed", level=4),
+        nbits_case(root, "mmnb4_level4_bs128_sym", 1, 1024, 256, 4, 128, level=4),
+        nbits_case(root, "mmnb4_level1_bs32", 2, 128, 24, 4, 32, level=1),
+        nbits_case(root, "mmnb4_3d_a", None, 128, 24, 4, 64, zp="packed", a_shape=(2, 3, 128)),
+        nbits_case(root, "mmnb4_decode_k1024_n256_bs32", 1, 1024, 256, 4, 32, zp="packed"),
+        nbits_case(root, "mmnb4_fp16_sym_bs32", 3, 128, 40, 4, 32, ftype=np.float16),
+        nbits_case(root, "mmnb4_fp16_packedzp_bs16", 3, 64, 40, 4, 16, zp="packed", ftype=np.float16),
+        nbits_case(root, "mmnb4_fp16_floatzp_bs128_bias", 2, 256, 24, 4, 128, zp="float", ftype=np.float16,
+                   bias=True),
+        nbits_case(root, "mmnb8_sym_bs32", 3, 128, 24, 8, 32),
+        nbits_case(root, "mmnb8_packedzp_bs64_2d", 3, 192, 24, 8, 64, zp="packed", shape2d=True),
+        # 8-bit with float zero points: ONNX Runtime 1.30 refuses them ("Only 2b and 4b quantization is
+        # supported for unpacked compute"), so only the unit test checks them (against the reference).
+        nbits_case(root, "mmnb8_fp16_bs128_bias", 2, 256, 24, 8, 128, zp="packed", ftype=np.float16, bias=True),
+        nbits_case(root, "mmnb8_ragged_k100_bs32", 2, 100, 24, 8, 32),
+    ]
+    return names
+
+
+# --- SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, SkipLayerNormalization ------
+
+def float_bound(y, dtype, rel32=1e-5, ulps16=1.5):
+    """float32: rel32 of |y| (different summation orders); float16: ulps16 units in the last place of
+    |y| (1.5 where both round a float32 value once, which may sit across a rounding boundary)."""
+    y = np.abs(np.asarray(y, np.float64))
+    if np.dtype(dtype) == np.float16:
+        return ulps16 * np.spacing(y.astype(np.float16)).astype(np.float64) + 1e-7
+    return rel32 * (y + 1.0)
+
+
+def norm_case(root, name, op, x_shape, dtype=np.float32, axis=None, epsilon=None, skip_shape=None, beta=False,
+              bias=False, outputs=(0, 1, 2, 3), scale_dtype=None):
+    r = rng_for(name)
+    x = (r.normal(0, 1, size=x_shape) + 0.5).astype(dtype)
+    h = x_shape[-1]
+    simplified = op != "SkipLayerNormalization"
+    feeds, ins = [("input", x)], ["input"]
+    x64 = x.astype(np.float64)
+    if op == "SimplifiedLayerNormalization":
+        ax = (axis if axis is not None else -1) % len(x_shape)
+        norm_shape = x_shape[ax:]
+        g = r.uniform(0.5, 1.5, size=norm_shape).astype(scale_dtype or dtype)
+        feeds.append(("scale", g))
+        ins.append("scale")
+        axes = tuple(range(ax, len(x_shape)))
+        eps = 1e-5 if epsilon is None else epsilon
+        inv = 1.0 / np.sqrt((x64 ** 2).mean(axis=axes, keepdims=True) + eps)
+        y = x64 * inv * g.astype(np.float64)
+        ydt = scale_dtype or dtype  # ONNX Runtime types Y as the scale (its V), not as X
+        outs = [("Y", TP_OF[np.dtype(ydt)], y, ydt), ("inv_std_var", TensorProto.FLOAT, inv, np.float32)]
+        outs = [o for i, o in enumerate(outs) if i in outputs]
+        attrs = {k: v for k, v in (("axis", axis), ("epsilon", epsilon)) if v is not None}
+        node = helper.make_node(op, ins, [o[0] for o in outs], name="norm", **attrs)
+    else:
+        skip = r.normal(0, 1, size=skip_shape or x_shape).astype(dtype)
+        g = r.uniform(0.5, 1.5, size=h).astype(dtype)
+        feeds += [("skip", skip), ("gamma", g)]
+        ins += ["skip", "gamma"]
+        s64 = x64 + skip.astype(np.float64)
+        if not simplified:
+            ins.append("beta" if beta else "")
+            if beta:
+                bt = r.uniform(-0.5, 0.5, size=h).astype(dtype)
+                feeds.append(("beta", bt))
+        if bias:
+            bi = r.uniform(-0.5, 0.5, size=h).astype(dtype)
+            feeds.append(("bias", bi))
+            ins.append("bias")
+            s64 = s64 + bi.astype(np.float64)
+        s_rounded = s64.astype(np.float32).astype(dtype).astype(np.float64)
+        eps = 1e-12 if epsilon is None else epsilon
+        mean = s64.mean(axis=-1, keepdims=True) * (0.0 if simplified else 1.0)  # ORT writes 0 in the RMS form
+        cen = s64 if simplified else s64 - mean
+        inv = 1.0 / np.sqrt((cen ** 2).mean(axis=-1, keepdims=True) + eps)
+        y = cen * inv * g.astype(np.float64) + (bt.astype(np.float64) if beta else 0.0)
+        outs = [("output", TP_OF[np.dtype(dtype)], y, dtype), ("mean", TensorProto.FLOAT, mean, np.float32),
+                ("inv_std_var", TensorProto.FLOAT, inv, np.float32),
+                ("input_skip_bias_sum", TP_OF[np.dtype(dtype)], s_rounded, dtype)]
+        names = [o[0] if i in outputs else "" for i, o in enumerate(outs)]
+        while names and names[-1] == "":
+            names.pop()
+        outs = [o for i, o in enumerate(outs) if i in outputs]
+        attrs = {"epsilon": epsilon} if epsilon is not None else {}
+        node = helper.make_node(op, ins, names, name="norm", domain=MS, **attrs)
+    # float16 inputs and sums: the float32 statistics of the two engines differ only by summation order.
+    bounds = [float_bound(v, dt) for _, _, v, dt in outs]
+    return write_case(root, name, node, feeds, [], [(n, t) for n, t, _, _ in outs], bounds,
+                      [np.broadcast_to(v, v.shape) for _, _, v, _ in outs])
+
+
+@case
+def norm_cases(root):
+    S, SK, SLN = "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization", "SkipLayerNormalization"
+    return [
+        norm_case(root, "sln_f32_last_axis", S, (2, 3, 64)),
+        norm_case(root, "sln_f32_axis1_eps", S, (2, 3, 8), axis=1, epsilon=1e-6),
+        norm_case(root, "sln_f32_y_only", S, (4, 100), outputs=(0,)),
+        norm_case(root, "sln_f16", S, (2, 5, 32), dtype=np.float16),
+        norm_case(root, "sln_f16_x_f32_scale", S, (2, 5, 32), dtype=np.float16, scale_dtype=np.float32, outputs=(0,)),
+        norm_case(root, "ssln_f32_all_outputs", SK, (2, 4, 64), epsilon=1e-6),
+        norm_case(root, "ssln_f32_bias_2d_skip", SK, (2, 4, 64), skip_shape=(4, 64), bias=True),
+        norm_case(root, "ssln_f32_1sh_skip", SK, (3, 4, 48), skip_shape=(1, 4, 48), epsilon=1e-5),
+        norm_case(root, "ssln_f32_2d_input", SK, (5, 64), bias=True, epsilon=1e-5),
+        norm_case(root, "ssln_f32_output_and_sum", SK, (2, 3, 32), outputs=(0, 3), epsilon=1e-5),
+        norm_case(root, "ssln_f16_bias", SK, (2, 4, 64), dtype=np.float16, bias=True, epsilon=1e-5),
+        norm_case(root, "skln_f32_beta_bias", SLN, (2, 4, 64), beta=True, bias=True, epsilon=1e-5),
+        norm_case(root, "skln_f32_default_eps", SLN, (2, 4, 64)),
+        norm_case(root, "skln_f32_no_beta_2d_skip", SLN, (2, 4, 32), skip_shape=(4, 32), bias=True, epsilon=1e-5),
+        norm_case(root, "skln_f16_beta", SLN, (2, 4, 64), dtype=np.float16, beta=True, epsilon=1e-5),
+        norm_case(root, "skln_f32_output_only", SLN, (2, 3, 32), beta=True, outputs=(0,), epsilon=1e-5),
+    ]
+
+
+# --- Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul -----------------------------------------
+
+def erf64(x):
+    import math
+    return np.vectorize(math.erf)(x)
+
+
+def activation_case(root, name, op, shape, dtype=np.float32, bias=False, alpha=None):
+    r = rng_for(name)
+    x = r.uniform(-4, 4, size=shape).astype(dtype)
+    feeds, ins = [("X", x)], ["X"]
+    v = x.astype(np.float64)
+    if bias:
+        b = r.uniform(-1, 1, size=shape[-1]).astype(dtype)
+        feeds.append(("bias", b))
+        ins.append("bias")
+        v = v + b.astype(np.float64)
+    if op in ("Gelu", "BiasGelu"):
+        y = 0.5 * v * (1 + erf64(v / np.sqrt(2)))
+    elif op == "FastGelu":
+        y = 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    else:
+        a = 1.702 if alpha is None else alpha
+        y = v / (1 + np.exp(-a * v))
+    attrs = {"alpha": alpha} if alpha is not None else {}
+    node = helper.make_node(op, ins, ["Y"], name="act", domain=MS, **attrs)
+    # float32: both use float erf / tanh / exp approximations (ONNX Runtime's MLAS ones): 1e-5.
+    # float16: ONNX Runtime rounds intermediates to float16 (measured 1.55 units in the last place
+    # from the exact value), oneinfer rounds once: 4 units.
+    return write_case(root, name, node, feeds, [], [("Y", TP_OF[np.dtype(dtype)])],
+                      [float_bound(y, dtype, ulps16=4)], [y])
+
+
+def fused_matmul_case(root, name, a_shape, b_shape, trans_a=0, trans_b=0, alpha=None):
+    r = rng_for(name)
+    a = r.uniform(-1, 1, size=a_shape).astype(np.float32)
+    b = r.uniform(-1, 1, size=b_shape).astype(np.float32)
+    a64 = np.swapaxes(a, -1, -2).astype(np.float64) if trans_a else a.astype(np.float64)
+    b64 = np.swapaxes(b, -1, -2).astype(np.float64) if trans_b else b.astype(np.float64)
+    y = (1.0 if alpha is None else alpha) * np.matmul(a64, b64)
+    mag = np.matmul(np.abs(a64), np.abs(b64)) * abs(1.0 if alpha is None else alpha)
+    attrs = {"transA": trans_a, "transB": trans_b}
+    if alpha is not None:
+        attrs["alpha"] = alpha
+    node = helper.make_node("FusedMatMul", ["A", "B"], ["Y"], name="fmm", domain=MS, **attrs)
+    return write_case(root, name, node, [("A", a), ("B", b)], [], [("Y", TensorProto.FLOAT)],
+                      [1e-5 * mag + 1e-6], [y])
+
+
+@case
+def activation_cases(root):
+    return [
+        activation_case(root, "gelu_f32", "Gelu", (3, 50)),
+        activation_case(root, "gelu_f16", "Gelu", (3, 50), dtype=np.float16),
+        activation_case(root, "biasgelu_f32", "BiasGelu", (2, 3, 40), bias=True),
+        activation_case(root, "biasgelu_f16", "BiasGelu", (2, 3, 40), dtype=np.float16, bias=True),
+        activation_case(root, "fastgelu_f32", "FastGelu", (2, 3, 40)),
+        activation_case(root, "fastgelu_f32_bias", "FastGelu", (2, 3, 40), bias=True),
+        activation_case(root, "fastgelu_f16_bias", "FastGelu", (2, 3, 40), dtype=np.float16, bias=True),
+        activation_case(root, "quickgelu_f32", "QuickGelu", (4, 33)),
+        activation_case(root, "quickgelu_f32_alpha", "QuickGelu", (4, 33), alpha=1.3),
+        activation_case(root, "quickgelu_f16", "QuickGelu", (4, 33), dtype=np.float16),
+        fused_matmul_case(root, "fmm_2d", (5, 7), (7, 3)),
+        fused_matmul_case(root, "fmm_transa_alpha", (7, 5), (7, 3), trans_a=1, alpha=0.125),
+        fused_matmul_case(root, "fmm_transb_batched", (2, 5, 7), (2, 3, 7), trans_b=1, alpha=2.0),
+        fused_matmul_case(root, "fmm_both_broadcast", (2, 3, 7, 5), (3, 4, 7), trans_a=1, trans_b=1),
+        fused_matmul_case(root, "fmm_batch_bcast_b2d", (4, 6, 16), (16, 9), alpha=-0.5),
+    ]
+
+
+# --- driver -----------------------------------------------------------------------------------
+
+def build(root):
+    os.makedirs(root, exist_ok=True)
+    names = []
+    for fn in CASES:
+        names += fn(root)
+    with open(os.path.join(root, "cases.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+
+
+def load_ours(d, j):
+    with open(os.path.join(d, "ours", f"output_{j}.pb"), "rb") as f:
+        t = TensorProto()
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def load_ort(d, j):
+    outs = json.load(open(os.path.join(d, "ort", "outputs.json")))
+    o = outs[j]
+    dt = {"float32": np.float32, "float16": np.float16, "int64": np.int64, "int32": np.int32,
+          "uint8": np.uint8, "int8": np.int8}[o["type"]]
+    return np.fromfile(os.path.join(d, "ort", o["file"]), dtype=dt).reshape(o["dims"])
+
+
+def compare(root):
+    fail = 0
+    names = [c for c in open(os.path.join(root, "cases.txt")).read().split() if c]
+    for c in names:
+        d = os.path.join(root, c)
+        if os.path.exists(os.path.join(d, "ort", "error.txt")):
+            print(f"{c}: ONNX Runtime refused it: {open(os.path.join(d, 'ort', 'error.txt')).read()[:200]}")
+            fail = 1
+            continue
+        if not os.path.exists(os.path.join(d, "ours", "output_0.pb")):
+            print(f"{c}: oneinfer produced no output")
+            fail = 1
+            continue
+        j, parts, ok = 0, [], True
+        while os.path.exists(os.path.join(d, f"bound{j}.npy")):
+            ours, ort = load_ours(d, j), load_ort(d, j)
+            bound = np.load(os.path.join(d, f"bound{j}.npy"))
+            if ours.shape != ort.shape or ours.dtype != ort.dtype:
+                parts.append(f"out{j} ours {ours.dtype}{list(ours.shape)} vs ORT {ort.dtype}{list(ort.shape)}")
+                ok = False
+            else:
+                diff = np.abs(ours.astype(np.float64) - ort.astype(np.float64))
+                bound = np.broadcast_to(bound, diff.shape)
+                ratio = float((diff / bound).max()) if diff.size else 0.0
+                ok = ok and bool(np.all(diff <= bound))
+                part = (f"out{j} {ours.dtype}{list(ours.shape)} max|diff| {diff.max() if diff.size else 0:.3g}"
+                        f" = {ratio:.3f} of the bound")
+                ref_file = os.path.join(d, f"ref{j}.npy")
+                if os.path.exists(ref_file) and diff.size:
+                    ref = np.load(ref_file).reshape(ours.shape)
+                    part += (f" (vs float64: ours {np.abs(ours - ref).max():.3g}, ORT {np.abs(ort - ref).max():.3g})")
+                parts.append(part)
+            j += 1
+        print(f"{c}: {'ok' if ok else 'FAIL'}: " + "; ".join(parts))
+        fail |= not ok
+    return fail
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "build":
+        build(sys.argv[2])
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "compare":
+        return compare(sys.argv[2])
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
