@@ -40,9 +40,10 @@ readelf -d "$so" | grep -q 'SONAME.*liboneinfer\.so\.' || fail "liboneinfer.so h
 
 step "public headers include no private dependency"
 # abseil's Status and StatusOr are the API's error values; nothing else from outside the
-# standard library may appear (docs/api.md says why).
+# standard library may appear (docs/api.md says why). oneinfer_c.h includes C's stddef.h/stdint.h.
 bad=$(grep -HnE '^\s*#\s*include\s*[<"]' "$PREFIX"/include/oneinfer/*.h |
       grep -vE '#\s*include\s*<[a-z_]+>' |
+      grep -vE '#\s*include\s*<(stddef|stdint)\.h>' |
       grep -vE '"oneinfer/[a-z_]+\.h"' |
       grep -vE '"absl/status/(status|statusor)\.h"' || true)
 [ -z "$bad" ] || fail "public headers include private dependencies:"$'\n'"$bad"
@@ -96,6 +97,9 @@ pc_static=$(pkg-config --libs --static oneinfer)
 pc_static=${pc_static/-loneinfer /-l:liboneinfer.a }
 g++ -std=c++17 -Wall -Wextra -Werror $pc_cflags examples/run_graph/main.cc -o "$work/run_graph_pc_static" $pc_static ||
   fail "pkg-config build (static) failed"
+# The C API from a C compiler alone (C99, no C++ flags): the same pkg-config file.
+gcc -std=c99 -pedantic -Wall -Wextra -Werror $pc_cflags examples/c_run_graph/main.c -o "$work/c_run_graph_pc" $pc_libs \
+  -Wl,-rpath,"$LIBDIR" || fail "pkg-config build of c_run_graph (C99) failed"
 
 step "run_graph on a model written here"
 mkdir -p "$work/mlp"
@@ -164,9 +168,11 @@ cmp -s <(grep -v '^library' "$work/run_graph.out") <(grep -v '^library' "$work/r
   fail "run_graph and run_graph_static disagree"
 
 step "c_run_graph (the C API, from C99) on the same model"
-"$work/ex/c_run_graph" "$work/mlp/mlp.onnx" --dim N=3 > "$work/c_run_graph.out" ||
-  { cat "$work/c_run_graph.out"; fail "c_run_graph failed"; }
-check_run_graph "$work/c_run_graph.out" || fail "c_run_graph printed wrong values"
+for prog in "$work/ex/c_run_graph" "$work/c_run_graph_pc"; do
+  echo "- ${prog##*/}"
+  "$prog" "$work/mlp/mlp.onnx" --dim N=3 > "$work/${prog##*/}.out" || { cat "$work/${prog##*/}.out"; fail "${prog##*/} failed"; }
+  check_run_graph "$work/${prog##*/}.out" || fail "${prog##*/} printed wrong values"
+done
 grep -q "^library: $(sed -n 's/^library: //p' "$work/run_graph.out") (C ABI [0-9]*)\$" "$work/c_run_graph.out" ||
   fail "c_run_graph's version line differs from run_graph's: $(grep '^library' "$work/c_run_graph.out")"
 
