@@ -273,7 +273,10 @@ step "the Python module from the installed package (examples/python/generate.py)
 pydir=$(dirname "$(find "$PREFIX" -path '*/oneinfer/__init__.py' -print -quit)")
 [ "$pydir" != . ] || fail "the oneinfer Python package was not installed (is pybind11-dev installed?)"
 ls "$pydir"/_oneinfer*.so > /dev/null 2>&1 || fail "no _oneinfer extension in $pydir"
-ldd "$pydir"/_oneinfer*.so | grep -q "=> $LIBDIR/liboneinfer\.so" || fail "the Python module does not load the installed liboneinfer.so"
+# Found through the module's RUNPATH ($ORIGIN/../../..), which ldd prints unnormalised.
+pylib=$(ldd "$pydir"/_oneinfer*.so | sed -n 's/^[[:space:]]*liboneinfer\.so[^ ]* => \([^ ]*\) .*/\1/p')
+[ -n "$pylib" ] && [ "$(readlink -f "$(dirname "$pylib")")" = "$(readlink -f "$LIBDIR")" ] ||
+  fail "the Python module does not load the installed liboneinfer.so: $(ldd "$pydir"/_oneinfer*.so | grep oneinfer)"
 PYTHONPATH=$(dirname "$pydir") "$PY" "$SRC/examples/python/generate.py" "$work/qwen3/model.onnx" "$TOKENIZER" "$PROMPT" \
   --max-new-tokens 12 --threads 2 > "$work/py_greedy.json" 2> "$work/py_greedy.err" || { cat "$work/py_greedy.err"; fail "generate.py failed"; }
 PYTHONPATH=$(dirname "$pydir") "$PY" "$SRC/examples/python/generate.py" "$work/qwen3/model.onnx" "$TOKENIZER" "$PROMPT" \
