@@ -11,7 +11,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
   libeigen3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libicu-dev libxrt-dev uuid-dev python3-onnx python3-numpy
   python3-dev pybind11-dev python3-pytest python3-jinja2
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev valgrind)
 
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()

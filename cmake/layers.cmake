@@ -17,6 +17,8 @@ set(ONEINFER_LAYER_USES_llm    base engine_api llm_api)
 # Converters write graphs (graph/) and quantise or pack weights (quant/); they run models and
 # tokenize calibration text through the public API only.
 set(ONEINFER_LAYER_USES_convert base graph quant engine_api llm_api)
+# The C API (include/oneinfer/oneinfer_c.h) wraps the public C++ API and nothing below it.
+set(ONEINFER_LAYER_USES_capi   base engine_api llm_api)
 
 set(ONEINFER_LAYERS "")
 set(ONEINFER_LAYER_OBJECTS "")

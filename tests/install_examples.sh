@@ -33,16 +33,17 @@ for f in "$LIBDIR/liboneinfer.a" "$PREFIX/bin/oneinfer" \
          "$LIBDIR/pkgconfig/oneinfer.pc" "$PREFIX/include/oneinfer/version.h"; do
   [ -e "$f" ] || fail "not installed: ${f#"$PREFIX"/}"
 done
-for h in tensor session tokenizer generator convert; do
+for h in tensor session tokenizer generator convert oneinfer_c; do
   [ -f "$PREFIX/include/oneinfer/$h.h" ] || fail "not installed: include/oneinfer/$h.h"
 done
 readelf -d "$so" | grep -q 'SONAME.*liboneinfer\.so\.' || fail "liboneinfer.so has no versioned SONAME"
 
 step "public headers include no private dependency"
 # abseil's Status and StatusOr are the API's error values; nothing else from outside the
-# standard library may appear (docs/api.md says why).
+# standard library may appear (docs/api.md says why). oneinfer_c.h includes C's stddef.h/stdint.h.
 bad=$(grep -HnE '^\s*#\s*include\s*[<"]' "$PREFIX"/include/oneinfer/*.h |
       grep -vE '#\s*include\s*<[a-z_]+>' |
+      grep -vE '#\s*include\s*<(stddef|stdint)\.h>' |
       grep -vE '"oneinfer/[a-z_]+\.h"' |
       grep -vE '"absl/status/(status|statusor)\.h"' || true)
 [ -z "$bad" ] || fail "public headers include private dependencies:"$'\n'"$bad"
@@ -56,10 +57,15 @@ step "liboneinfer.so exports the API only"
 # ONEINFER_API (docs/api.md lists them).
 api='(Tensor|Session|Generator|Tokenizer|ChatTemplate)(::| )|(DTypeSize|StorageBytes|DTypeName|IsFloatingPoint|IsInteger|NumElements|ShapeToString|SampleToken|VersionString|FormatChatML|ExportQwen3|WriteRandomQwen3|QuantizeA8W8)[[(]'
 leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
-         { grep -vE "^(oneinfer::Tensor )?oneinfer::($api)" || true; } | grep -vE '^(_init|_fini)$' || true)
+         { grep -vE "^(oneinfer::Tensor )?oneinfer::($api)" || true; } | grep -vE '^(_init|_fini|oneinfer_[a-z0-9_]+)$' || true)
 leaked+=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt | grep -E '::Impl::' || true)
 [ -z "$leaked" ] || fail "liboneinfer.so exports non-API symbols:"$'\n'"$(head -20 <<< "$leaked")"
-echo "  $(nm -D --defined-only "$so" | wc -l) exported symbols, all of the API"
+# The C API: exactly the functions oneinfer_c.h declares (C names, so nothing to demangle).
+c_declared=$(grep -oE '\boneinfer_[a-z0-9_]+\(' "$PREFIX/include/oneinfer/oneinfer_c.h" | tr -d '(' | sort -u)
+c_exported=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -E '^oneinfer_' | sort -u || true)
+[ "$c_declared" = "$c_exported" ] ||
+  fail "liboneinfer.so's C symbols differ from oneinfer_c.h:"$'\n'"$(diff <(echo "$c_declared") <(echo "$c_exported") | head -20)"
+echo "  $(nm -D --defined-only "$so" | wc -l) exported symbols, all of the API ($(wc -l <<< "$c_exported") of them the C API)"
 
 step "extract the example from docs/api.md"
 awk '/<!-- api-example:begin -->/{on=1; next} /<!-- api-example:end -->/{on=0} on' docs/api.md |
@@ -91,6 +97,9 @@ pc_static=$(pkg-config --libs --static oneinfer)
 pc_static=${pc_static/-loneinfer /-l:liboneinfer.a }
 g++ -std=c++17 -Wall -Wextra -Werror $pc_cflags examples/run_graph/main.cc -o "$work/run_graph_pc_static" $pc_static ||
   fail "pkg-config build (static) failed"
+# The C API from a C compiler alone (C99, no C++ flags): the same pkg-config file.
+gcc -std=c99 -pedantic -Wall -Wextra -Werror $pc_cflags examples/c_run_graph/main.c -o "$work/c_run_graph_pc" $pc_libs \
+  -Wl,-rpath,"$LIBDIR" || fail "pkg-config build of c_run_graph (C99) failed"
 
 step "run_graph on a model written here"
 mkdir -p "$work/mlp"
@@ -157,6 +166,15 @@ for prog in "$work/ex/run_graph" "$work/ex/run_graph_static" "$work/run_graph_pc
 done
 cmp -s <(grep -v '^library' "$work/run_graph.out") <(grep -v '^library' "$work/run_graph_static.out") ||
   fail "run_graph and run_graph_static disagree"
+
+step "c_run_graph (the C API, from C99) on the same model"
+for prog in "$work/ex/c_run_graph" "$work/c_run_graph_pc"; do
+  echo "- ${prog##*/}"
+  "$prog" "$work/mlp/mlp.onnx" --dim N=3 > "$work/${prog##*/}.out" || { cat "$work/${prog##*/}.out"; fail "${prog##*/} failed"; }
+  check_run_graph "$work/${prog##*/}.out" || fail "${prog##*/} printed wrong values"
+done
+grep -q "^library: $(sed -n 's/^library: //p' "$work/run_graph.out") (C ABI [0-9]*)\$" "$work/c_run_graph.out" ||
+  fail "c_run_graph's version line differs from run_graph's: $(grep '^library' "$work/c_run_graph.out")"
 
 step "versions: oneinfer --version, VersionString(), version.h"
 cli_version=$("$PREFIX/bin/oneinfer" --version)
@@ -228,6 +246,53 @@ gen stopped --max-new-tokens 12 --stop "$stop_id"
 grep -q "^generated $stop_len tokens in $stop_len callbacks, stopped by stop id\$" "$work/stopped.gen" ||
   fail "with --stop $stop_id generate_text should stop after $stop_len tokens: $(tail -1 "$work/stopped.gen")"
 echo "  --stop $stop_id: stopped after $stop_len tokens"
+
+step "c_run_graph: a graph, the generator and the tokenizer through oneinfer_c.h under valgrind"
+command -v valgrind > /dev/null || fail "valgrind is not installed (setup.sh installs it)"
+valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+  --show-leak-kinds=definite,indirect --log-file="$work/valgrind.log" \
+  "$work/ex/c_run_graph" "$work/mlp/mlp.onnx" --dim N=3 "$work/qwen3/model.onnx" "$TOKENIZER" "$PROMPT" 12 \
+  > "$work/c_generate.out" 2> "$work/c_generate.err" ||
+  { cat "$work/c_generate.err" "$work/valgrind.log"; fail "c_run_graph under valgrind failed"; }
+[ ! -s "$work/valgrind.log" ] || { cat "$work/valgrind.log"; fail "valgrind reported problems in c_run_graph"; }
+check_run_graph "$work/c_generate.out" || fail "c_run_graph under valgrind printed wrong values"
+"$PY" - "$work/c_generate.out" "$work/greedy.ref.json" <<'PY' || fail "c_run_graph's generation disagrees with oneinfer run"
+import sys, json
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+ref = json.load(open(sys.argv[2]))
+ids = [int(x) for x in next(l for l in lines if l.startswith("ids:"))[4:].split()]
+assert ids == ref["generated_ids"], f"ids {ids} vs oneinfer run {ref['generated_ids']}"
+prompt = [int(x) for x in next(l for l in lines if l.startswith("prompt ids:"))[11:].split()]
+assert len(prompt) == ref["prompt_tokens"], f"{len(prompt)} prompt ids vs oneinfer run's {ref['prompt_tokens']}"
+text = "\n".join(lines[next(i for i, l in enumerate(lines) if l.startswith("text: ")):]).rstrip("\n")[6:]
+assert text == ref["text"], f"text {text!r} vs oneinfer run {ref['text']!r}"
+print(f"  {len(ids)} ids and the text match oneinfer run; valgrind: no errors, no leaks")
+PY
+
+step "the Python module from the installed package (examples/python/generate.py)"
+pydir=$(dirname "$(find "$PREFIX" -path '*/oneinfer/__init__.py' -print -quit)")
+[ "$pydir" != . ] || fail "the oneinfer Python package was not installed (is pybind11-dev installed?)"
+ls "$pydir"/_oneinfer*.so > /dev/null 2>&1 || fail "no _oneinfer extension in $pydir"
+# Found through the module's RUNPATH ($ORIGIN/../../..), which ldd prints unnormalised.
+pylib=$(ldd "$pydir"/_oneinfer*.so | sed -n 's/^[[:space:]]*liboneinfer\.so[^ ]* => \([^ ]*\) .*/\1/p')
+[ -n "$pylib" ] && [ "$(readlink -f "$(dirname "$pylib")")" = "$(readlink -f "$LIBDIR")" ] ||
+  fail "the Python module does not load the installed liboneinfer.so: $(ldd "$pydir"/_oneinfer*.so | grep oneinfer)"
+PYTHONPATH=$(dirname "$pydir") "$PY" "$SRC/examples/python/generate.py" "$work/qwen3/model.onnx" "$TOKENIZER" "$PROMPT" \
+  --max-new-tokens 12 --threads 2 > "$work/py_greedy.json" 2> "$work/py_greedy.err" || { cat "$work/py_greedy.err"; fail "generate.py failed"; }
+PYTHONPATH=$(dirname "$pydir") "$PY" "$SRC/examples/python/generate.py" "$work/qwen3/model.onnx" "$TOKENIZER" "$PROMPT" \
+  --max-new-tokens 12 --temperature 0.9 --top-k 40 --top-p 0.95 --seed 11 --threads 2 \
+  > "$work/py_sampled.json" 2> "$work/py_sampled.err" || { cat "$work/py_sampled.err"; fail "generate.py (sampled) failed"; }
+"$PY" - "$work" "$pydir" <<'PY' || fail "generate.py disagrees with oneinfer run"
+import sys, json
+w, pydir = sys.argv[1], sys.argv[2]
+for name in ["greedy", "sampled"]:
+    got = json.load(open(f"{w}/py_{name}.json"))
+    ref = json.load(open(f"{w}/{name}.ref.json"))
+    assert got["generated_ids"] == ref["generated_ids"], f"{name}: {got['generated_ids']} vs {ref['generated_ids']}"
+    assert got["text"] == ref["text"], f"{name}: {got['text']!r} vs {ref['text']!r}"
+    assert len(got["prompt_ids"]) == ref["prompt_tokens"]
+    print(f"  {name}: {len(got['generated_ids'])} ids and the text match oneinfer run (module in {pydir})")
+PY
 
 step "quantize_model: export and A8W8 quantisation through the installed library (oneinfer/convert.h)"
 "$work/ex/quantize_model" "$work/convert" --threads 2 > "$work/quantize_model.out" 2>&1 ||
