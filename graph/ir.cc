@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "graph/attr.h"
 
 namespace oneinfer {
 
@@ -50,39 +51,113 @@ std::string TypeInfo::ToString() const {
   return s + "]";
 }
 
+const char* AttributeTypeName(Attribute::Type t) {
+  using T = Attribute::Type;
+  switch (t) {
+    case T::kUndefined: return "undefined";
+    case T::kFloat: return "float";
+    case T::kInt: return "int";
+    case T::kString: return "string";
+    case T::kTensor: return "tensor";
+    case T::kGraph: return "graph";
+    case T::kFloats: return "floats";
+    case T::kInts: return "ints";
+    case T::kStrings: return "strings";
+    case T::kTensors: return "tensors";
+    case T::kGraphs: return "graphs";
+    case T::kTypeProto: return "type_proto";
+    case T::kTypeProtos: return "type_protos";
+    case T::kSparseTensor: return "sparse_tensor";
+  }
+  return "unknown";
+}
+
 const Attribute* Node::FindAttr(const std::string& n) const {
   auto it = attrs.find(n);
   return it == attrs.end() ? nullptr : &it->second;
 }
 
-int64_t Node::GetInt(const std::string& n, int64_t def) const {
-  const Attribute* a = FindAttr(n);
-  return a ? a->i : def;
+namespace {
+
+// Where each C++ type lives in an Attribute, and which attribute type holds it.
+template <typename T> struct AttrField;
+template <> struct AttrField<int64_t> {
+  static constexpr Attribute::Type kType = Attribute::Type::kInt;
+  static const int64_t& Get(const Attribute& a) { return a.i; }
+};
+template <> struct AttrField<float> {
+  static constexpr Attribute::Type kType = Attribute::Type::kFloat;
+  static const float& Get(const Attribute& a) { return a.f; }
+};
+template <> struct AttrField<std::string> {
+  static constexpr Attribute::Type kType = Attribute::Type::kString;
+  static const std::string& Get(const Attribute& a) { return a.s; }
+};
+template <> struct AttrField<std::vector<int64_t>> {
+  static constexpr Attribute::Type kType = Attribute::Type::kInts;
+  static const std::vector<int64_t>& Get(const Attribute& a) { return a.ints; }
+};
+template <> struct AttrField<std::vector<float>> {
+  static constexpr Attribute::Type kType = Attribute::Type::kFloats;
+  static const std::vector<float>& Get(const Attribute& a) { return a.floats; }
+};
+template <> struct AttrField<std::vector<std::string>> {
+  static constexpr Attribute::Type kType = Attribute::Type::kStrings;
+  static const std::vector<std::string>& Get(const Attribute& a) { return a.strings; }
+};
+
+template <typename T>
+T Unchecked(const Node& node, const std::string& n, T def) {
+  const Attribute* a = node.FindAttr(n);
+  return a != nullptr && a->type == AttrField<T>::kType ? AttrField<T>::Get(*a) : def;
 }
 
-float Node::GetFloat(const std::string& n, float def) const {
-  const Attribute* a = FindAttr(n);
-  return a ? a->f : def;
+}  // namespace
+
+template <typename T>
+absl::StatusOr<T> ReadAttr(const Node& node, const std::string& name, T def) {
+  const Attribute* a = node.FindAttr(name);
+  if (a == nullptr) return def;
+  if (a->type != AttrField<T>::kType) {
+    return absl::InvalidArgumentError(absl::StrCat(node.Describe(), ": attribute '", name, "' must be ",
+                                                   AttributeTypeName(AttrField<T>::kType), " but is ",
+                                                   AttributeTypeName(a->type)));
+  }
+  return AttrField<T>::Get(*a);
 }
 
+template <typename T>
+absl::StatusOr<T> ReadRequiredAttr(const Node& node, const std::string& name) {
+  if (!node.HasAttr(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(node.Describe(), ": attribute '", name, "' is required but missing"));
+  }
+  return ReadAttr<T>(node, name, T{});
+}
+
+#define ONEINFER_ATTR_TYPE(T)                                                       \
+  template absl::StatusOr<T> ReadAttr<T>(const Node&, const std::string&, T);      \
+  template absl::StatusOr<T> ReadRequiredAttr<T>(const Node&, const std::string&);
+ONEINFER_ATTR_TYPE(int64_t)
+ONEINFER_ATTR_TYPE(float)
+ONEINFER_ATTR_TYPE(std::string)
+ONEINFER_ATTR_TYPE(std::vector<int64_t>)
+ONEINFER_ATTR_TYPE(std::vector<float>)
+ONEINFER_ATTR_TYPE(std::vector<std::string>)
+#undef ONEINFER_ATTR_TYPE
+
+int64_t Node::GetInt(const std::string& n, int64_t def) const { return Unchecked<int64_t>(*this, n, def); }
+float Node::GetFloat(const std::string& n, float def) const { return Unchecked<float>(*this, n, def); }
 std::string Node::GetString(const std::string& n, const std::string& def) const {
-  const Attribute* a = FindAttr(n);
-  return a ? a->s : def;
+  return Unchecked<std::string>(*this, n, def);
 }
-
 std::vector<int64_t> Node::GetInts(const std::string& n, std::vector<int64_t> def) const {
-  const Attribute* a = FindAttr(n);
-  return a ? a->ints : def;
+  return Unchecked<std::vector<int64_t>>(*this, n, std::move(def));
 }
-
 std::vector<float> Node::GetFloats(const std::string& n, std::vector<float> def) const {
-  const Attribute* a = FindAttr(n);
-  return a ? a->floats : def;
+  return Unchecked<std::vector<float>>(*this, n, std::move(def));
 }
-
 std::vector<std::string> Node::GetStrings(const std::string& n, std::vector<std::string> def) const {
-  const Attribute* a = FindAttr(n);
-  return a ? a->strings : def;
+  return Unchecked<std::vector<std::string>>(*this, n, std::move(def));
 }
 
 size_t Node::NumInputs() const {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/checked_math.h"
 #include "base/model_path.h"
+#include "graph/op_schema.h"
 
 namespace oneinfer {
 
@@ -617,6 +618,9 @@ absl::Status GraphConverter::Convert(const onnx::GraphProto& gp, const std::map<
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat(n.Describe(), ": ", s.message()));
       n.attrs[a.name] = std::move(a);
     }
+    // Inputs, outputs and attributes against the operator's signature, before anything reads them.
+    const auto opset = opsets.find(n.domain);
+    if (absl::Status s = CheckNodeSignature(n, opset == opsets.end() ? -1 : opset->second); !s.ok()) return s;
     if (n.op_type == "Constant" && n.domain.empty() && n.outputs.size() == 1) {
       // Constants become initializers: they are values, not work.
       auto t = ConstantValue(n);

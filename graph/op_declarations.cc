@@ -1,0 +1,122 @@
+// Signatures ONNX's library (1.12: opsets up to 17) does not have, for the operators our kernels
+// run: ai.onnx versions 18 to 21, the engine's internal ops and the com.microsoft ops.
+// Inputs and outputs are one letter per formal parameter: 'r' required, 'o' optional,
+// 'v' variadic (at least one), 'w' variadic that may be empty.
+#include "graph/internal_ops.h"
+#include "graph/op_schema.h"
+
+namespace oneinfer {
+
+namespace {
+
+using T = Attribute::Type;
+struct A {
+  const char* name;
+  T type;
+  bool required = false;
+};
+
+OpSignature Op(const char* domain, const char* op, int64_t since, const char* inputs, const char* outputs,
+               std::initializer_list<A> attrs = {}) {
+  OpSignature s;
+  s.domain = domain;
+  s.op_type = op;
+  s.since_version = since;
+  s.inputs = inputs;
+  s.outputs = outputs;
+  for (const A& a : attrs) s.attrs[a.name] = {a.type, a.required};
+  s.source = "oneinfer";
+  return s;
+}
+
+// A version whose change was only in the types it accepts.
+OpSignature Retyped(const char* op, int64_t since) {
+  OpSignature s = Op("", op, since, "", "");
+  s.same_as_before = true;
+  return s;
+}
+
+std::vector<OpSignature> Declarations() {
+  std::vector<OpSignature> d;
+  // ai.onnx 18.
+  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) d.push_back(Op("", op, 18, "rr", "r"));
+  d.push_back(Op("", "BitwiseNot", 18, "r", "r"));
+  d.push_back(Op("", "Mish", 18, "r", "r"));
+  d.push_back(Op("", "GroupNormalization", 18, "rrr", "r",
+                 {{"epsilon", T::kFloat}, {"num_groups", T::kInt, true}}));
+  d.push_back(Op("", "LpPool", 18, "r", "r",
+                 {{"auto_pad", T::kString}, {"ceil_mode", T::kInt}, {"dilations", T::kInts},
+                  {"kernel_shape", T::kInts, true}, {"p", T::kInt}, {"pads", T::kInts}, {"strides", T::kInts}}));
+  d.push_back(Op("", "Pad", 18, "rroo", "r", {{"mode", T::kString}}));
+  d.push_back(Op("", "Resize", 18, "rooo", "r",
+                 {{"antialias", T::kInt}, {"axes", T::kInts}, {"coordinate_transformation_mode", T::kString},
+                  {"cubic_coeff_a", T::kFloat}, {"exclude_outside", T::kInt}, {"extrapolation_value", T::kFloat},
+                  {"keep_aspect_ratio_policy", T::kString}, {"mode", T::kString}, {"nearest_mode", T::kString}}));
+  d.push_back(Op("", "Split", 18, "ro", "v", {{"axis", T::kInt}, {"num_outputs", T::kInt}}));
+  for (const char* op : {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+                         "ReduceMin", "ReduceProd", "ReduceSumSquare"}) {
+    d.push_back(Op("", op, 18, "ro", "r", {{"keepdims", T::kInt}, {"noop_with_empty_axes", T::kInt}}));
+  }
+  d.push_back(Op("", "OptionalHasElement", 18, "o", "r"));
+  for (const char* op : {"OptionalGetElement", "ScatterND", "ScatterElements"}) d.push_back(Retyped(op, 18));
+  // ai.onnx 19.
+  d.push_back(Op("", "AveragePool", 19, "r", "r",
+                 {{"auto_pad", T::kString}, {"ceil_mode", T::kInt}, {"count_include_pad", T::kInt},
+                  {"dilations", T::kInts}, {"kernel_shape", T::kInts, true}, {"pads", T::kInts}, {"strides", T::kInts}}));
+  d.push_back(Op("", "Cast", 19, "r", "r", {{"saturate", T::kInt}, {"to", T::kInt, true}}));
+  d.push_back(Op("", "CastLike", 19, "rr", "r", {{"saturate", T::kInt}}));
+  d.push_back(Op("", "QuantizeLinear", 19, "rro", "r", {{"axis", T::kInt}, {"saturate", T::kInt}}));
+  for (const char* op : {"DequantizeLinear", "Equal", "Identity", "If", "Loop", "Pad", "Reshape", "Resize", "Scan",
+                         "Shape", "Size"}) {
+    d.push_back(Retyped(op, 19));
+  }
+  // ai.onnx 20.
+  d.push_back(Op("", "DFT", 20, "roo", "r", {{"inverse", T::kInt}, {"onesided", T::kInt}}));
+  d.push_back(Op("", "Gelu", 20, "r", "r", {{"approximate", T::kString}}));
+  d.push_back(Op("", "RegexFullMatch", 20, "r", "r", {{"pattern", T::kString}}));
+  d.push_back(Op("", "StringConcat", 20, "rr", "r"));
+  d.push_back(Op("", "StringSplit", 20, "r", "rr", {{"delimiter", T::kString}, {"maxsplit", T::kInt}}));
+  for (const char* op : {"ConstantOfShape", "GridSample", "IsInf", "IsNaN", "ReduceMax", "ReduceMin"}) {
+    d.push_back(Retyped(op, 20));
+  }
+  // ai.onnx 21.
+  d.push_back(Op("", "DequantizeLinear", 21, "rro", "r", {{"axis", T::kInt}, {"block_size", T::kInt}}));
+  d.push_back(Op("", "QuantizeLinear", 21, "rro", "r",
+                 {{"axis", T::kInt}, {"block_size", T::kInt}, {"output_dtype", T::kInt}, {"saturate", T::kInt}}));
+  d.push_back(Op("", "GroupNormalization", 21, "rrr", "r",
+                 {{"epsilon", T::kFloat}, {"num_groups", T::kInt, true}, {"stash_type", T::kInt}}));
+  for (const char* op : {"Cast", "CastLike", "ConstantOfShape", "Flatten", "Identity", "If", "Loop", "Pad",
+                         "QLinearMatMul", "Reshape", "Scan", "Shape", "Size", "Squeeze", "Transpose", "Unsqueeze"}) {
+    d.push_back(Retyped(op, 21));
+  }
+
+  // com.microsoft: the QDQ pair as ONNX Runtime's quantizer writes it (per-axis since version 1).
+  for (const char* op : {"QuantizeLinear", "DequantizeLinear"}) {
+    d.push_back(Op("com.microsoft", op, 1, "rro", "r", {{"axis", T::kInt}}));
+  }
+
+  // The engine's internal ops (graph/internal_ops.h), as the passes write them.
+  namespace io = internal_ops;
+  const char* in = io::kDomain;
+  const int64_t v = io::kOpset;
+  d.push_back(Op(in, io::QdqMatMul::kName, v, "rrorrooo", "r",
+                 {{io::QdqMatMul::kOut, T::kString}, {io::QdqMatMul::kYAxis, T::kInt}}));
+  d.push_back(Op(in, io::WeightDequantMatMul::kName, v, "rrro", "r",
+                 {{io::WeightDequantMatMul::kAxis, T::kInt}, {io::WeightDequantMatMul::kBlockSize, T::kInt}}));
+  d.push_back(Op(in, io::MatMulQ4NX::kName, v, "rr", "r",
+                 {{io::MatMulQ4NX::kK, T::kInt, true}, {io::MatMulQ4NX::kN, T::kInt, true}}));
+  d.push_back(Op(in, io::RMSNorm::kName, v, "rr", "r", {{io::RMSNorm::kEpsilon, T::kFloat}}));
+  d.push_back(Op(in, io::KVCacheAppend::kName, v, "rro", "ro",
+                 {{io::KVCacheAppend::kSlot, T::kInt}, {io::KVCacheAppend::kAxis, T::kInt}}));
+  d.push_back(Op(in, io::KVCacheFinish::kName, v, "rw", "r"));
+  return d;
+}
+
+}  // namespace
+
+const std::vector<OpSignature>& OpDeclarations() {
+  static const std::vector<OpSignature>* declarations = new std::vector<OpSignature>(Declarations());
+  return *declarations;
+}
+
+}  // namespace oneinfer
