@@ -95,6 +95,23 @@ std::vector<OpSignature> Declarations() {
     d.push_back(Op("com.microsoft", op, 1, "rro", "r", {{"axis", T::kInt}}));
   }
 
+  // ONNX Runtime's contrib operators the kernels run (ops/contrib_*.cc), as its schemas declare
+  // them; SimplifiedLayerNormalization is registered in the ai.onnx domain, as ONNX Runtime does.
+  d.push_back(Op("", "SimplifiedLayerNormalization", 1, "rr", "roo",
+                 {{"axis", T::kInt}, {"epsilon", T::kFloat}, {"stash_type", T::kInt}}));
+  d.push_back(Op("com.microsoft", "SkipSimplifiedLayerNormalization", 1, "rrro", "rooo", {{"epsilon", T::kFloat}}));
+  d.push_back(Op("com.microsoft", "SkipLayerNormalization", 1, "rrroo", "rooo", {{"epsilon", T::kFloat}}));
+  d.push_back(Op("com.microsoft", "Gelu", 1, "r", "r"));
+  d.push_back(Op("com.microsoft", "BiasGelu", 1, "rr", "r"));
+  d.push_back(Op("com.microsoft", "FastGelu", 1, "ro", "r"));
+  d.push_back(Op("com.microsoft", "QuickGelu", 1, "r", "r", {{"alpha", T::kFloat}}));
+  d.push_back(Op("com.microsoft", "FusedMatMul", 1, "rr", "r",
+                 {{"alpha", T::kFloat}, {"transA", T::kInt}, {"transB", T::kInt}, {"transBatchA", T::kInt},
+                  {"transBatchB", T::kInt}}));
+  d.push_back(Op("com.microsoft", "MatMulNBits", 1, "rrrooo", "r",
+                 {{"K", T::kInt, true}, {"N", T::kInt, true}, {"bits", T::kInt}, {"block_size", T::kInt, true},
+                  {"accuracy_level", T::kInt}}));
+
   // The engine's internal ops (graph/internal_ops.h), as the passes write them.
   namespace io = internal_ops;
   const char* in = io::kDomain;

