@@ -29,6 +29,8 @@ constexpr const char* kHelp =
     "  --temperature T        0 = greedy (default); --top-k K, --top-p P, --seed S\n"
     "  --chat                 wrap the prompt in Qwen's ChatML user/assistant turns\n"
     "  --threads N            threads for the kernels (default: all cores)\n"
+    "  --prefill-chunk N      a cached model takes the prompt N tokens at a time (default 256;\n"
+    "                         0 = all at once): memory grows linearly with the prompt\n"
     "  --matmul float|int8    constant-weight MatMuls in float32 (default) or dynamic A8W8\n"
     "  --json                 print one JSON object at the end instead of streaming text:\n"
     "                         prompt_tokens, generated_ids, text, load_ms, prefill_ms, decode_ms_per_token,\n"
@@ -69,6 +71,8 @@ int CmdRun(int argc, char** argv) {
   args.Take("--top-p", &topp_s);
   args.Take("--seed", &seed_s);
   args.Take("--threads", &threads_s);
+  std::string chunk_s;
+  args.Take("--prefill-chunk", &chunk_s);
   args.Take("--dump-logits", &dump);
   std::string matmul;
   args.Take("--matmul", &matmul);
@@ -90,6 +94,10 @@ int CmdRun(int argc, char** argv) {
   }
   if (!temp_s.empty() && (!ParseFloat(temp_s, &gen.sampling.temperature) || gen.sampling.temperature < 0)) {
     return Fail(absl::StrCat("--temperature '", temp_s, "' is not a non-negative number"));
+  }
+  if (!chunk_s.empty()) {
+    if (!ParseInt(chunk_s, &v) || v < 0 || v > INT32_MAX) return Fail(absl::StrCat("--prefill-chunk '", chunk_s, "' is not a count"));
+    gen.prefill_chunk = static_cast<int>(v);
   }
   if (!topk_s.empty()) {
     if (!ParseInt(topk_s, &v) || v < 0) return Fail(absl::StrCat("--top-k '", topk_s, "' is not a count"));
@@ -121,7 +129,9 @@ int CmdRun(int argc, char** argv) {
   std::vector<int32_t> ids;
   if (has_prompt) {
     if (chat) prompt = FormatChatML({{"user", prompt}});
-    ids = tok->Encode(prompt);
+    auto encoded = tok->TryEncode(prompt);
+    if (!encoded.ok()) return Fail(encoded.status());
+    ids = *std::move(encoded);
   } else {
     std::string list = prompt_ids;
     for (char& c : list) if (c == ',') c = ' ';
