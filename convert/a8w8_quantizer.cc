@@ -245,7 +245,9 @@ absl::Status Quantizer::Calibrate() {
         text = std::move(*t);
         calib_desc_ = o_.calib_text;
       }
-      id_seqs.push_back(tokenizer_->Encode(text));
+      auto encoded = tokenizer_->TryEncode(text);
+      if (!encoded.ok()) return encoded.status();
+      id_seqs.push_back(*std::move(encoded));
       if (id_seqs[0].empty()) return absl::InvalidArgumentError(absl::StrCat("calibration text '", o_.calib_text, "' is empty"));
     }
     for (auto& seq : Chunk(id_seqs, o_.calib_seq, o_.calib_tokens)) {
@@ -552,7 +554,9 @@ absl::Status Quantizer::Evaluate() {
     auto text = ReadFile(o_.eval_text, "evaluation file");
     if (!text.ok()) return text.status();
     if (!tokenizer_) return absl::NotFoundError("--eval needs a tokenizer (tokenizer.json beside the model or --tokenizer)");
-    ids = tokenizer_->Encode(*text);
+    auto encoded = tokenizer_->TryEncode(*text);
+    if (!encoded.ok()) return encoded.status();
+    ids = *std::move(encoded);
   }
   if (ids.empty()) return absl::InvalidArgumentError("the evaluation data is empty");
   if (static_cast<int64_t>(ids.size()) > o_.calib_tokens) ids.resize(static_cast<size_t>(o_.calib_tokens));

@@ -97,6 +97,15 @@ void TakeValidUtf8(std::string& pending, std::string& out) {
 // crafted sparse id from allocating more than ~150 MB of empty slots.
 constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
 
+// ICU's regex limits for the pre-tokenizer, per find(). A step is ICU's unit of matching
+// work: (a+)+$ stops after 0.14 s of CPU at 1,000 steps (ICU 72, measured); a
+// group loop such as (a|b)+ needs more than one step per 33,000 characters and gets one per 100.
+// Loops over a character set, all of Qwen's pattern, cost no steps. The stack limit is ICU's
+// default, stated so that it cannot drift.
+constexpr int32_t kRegexBaseSteps = 1000;
+constexpr int32_t kRegexCharsPerStep = 100;
+constexpr int32_t kRegexStackBytes = 8 << 20;
+
 absl::StatusOr<int32_t> ValidTokenId(const json& v, const std::string& what) {
   // Floats are refused even when whole (2.0): ids are integers in every tokenizer.json writer.
   if (!v.is_number_integer()) {
@@ -155,12 +164,13 @@ struct Tokenizer::Impl {
   bool ignore_merges = false;
   bool nfc = false;
   std::unique_ptr<icu::RegexPattern> split;
+  std::string split_source;               // the pattern as tokenizer.json spells it, for errors
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
   void Bpe(const std::string& piece, std::vector<int32_t>& out) const;
   void MergeByRank(std::vector<int32_t>& syms) const;
-  void EncodeSegment(const std::string& text, std::vector<int32_t>& out) const;
+  absl::Status EncodeSegment(const std::string& text, std::vector<int32_t>& out) const;
 };
 
 Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
@@ -261,7 +271,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
       AppendUtf8(m.byte_char[b], c);
       m.char_byte[c] = static_cast<uint8_t>(b);
       auto it = m.vocab.find(m.byte_char[b]);
-      m.byte_symbol[b] = it == m.vocab.end() ? -1 : it->second;
+      // Every byte needs a token, or text holding it could not be encoded (it would become id -1).
+      if (it == m.vocab.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the vocabulary has no token for byte 0x", absl::Hex(b, absl::kZeroPad2), " (its byte-level character '",
+            m.byte_char[b], "'); a byte-level BPE vocabulary must hold all 256"));
+      }
+      m.byte_symbol[b] = it->second;
     }
 
     int32_t rank = 0;
@@ -317,6 +333,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
       UParseError perr;
       m.split.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(IcuPattern(pattern)), perr, err));
       if (U_FAILURE(err)) return absl::InvalidArgumentError(absl::StrCat("pre-tokenizer regex does not compile: ", u_errorName(err)));
+      m.split_source = pattern;
     }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("malformed tokenizer.json: ", e.what()));
@@ -413,8 +430,8 @@ std::string Tokenizer::Normalize(std::string_view text) const {
   return out;
 }
 
-void Tokenizer::Impl::EncodeSegment(const std::string& raw, std::vector<int32_t>& out) const {
-  if (raw.empty()) return;
+absl::Status Tokenizer::Impl::EncodeSegment(const std::string& raw, std::vector<int32_t>& out) const {
+  if (raw.empty()) return absl::OkStatus();
   icu::UnicodeString u = icu::UnicodeString::fromUTF8(raw);
   if (nfc) u = NormalizeNfc(u);
   auto emit = [&](int32_t start, int32_t end) {
@@ -425,10 +442,15 @@ void Tokenizer::Impl::EncodeSegment(const std::string& raw, std::vector<int32_t>
   };
   if (!split) {
     emit(0, u.length());
-    return;
+    return absl::OkStatus();
   }
   UErrorCode err = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> matcher(split->matcher(u, err));
+  // A pattern that backtracks catastrophically ((a+)+$) would run for hours or grow its stack
+  // without end; ICU stops it. The limit grows with the text for legitimate group loops.
+  const int32_t time_limit = kRegexBaseSteps + u.length() / kRegexCharsPerStep;
+  if (U_SUCCESS(err)) matcher->setTimeLimit(time_limit, err);
+  if (U_SUCCESS(err)) matcher->setStackLimit(kRegexStackBytes, err);
   int32_t last = 0;
   while (U_SUCCESS(err) && matcher->find(err)) {
     const int32_t s = matcher->start(err), e = matcher->end(err);
@@ -437,10 +459,21 @@ void Tokenizer::Impl::EncodeSegment(const std::string& raw, std::vector<int32_t>
     emit(s, e);
     last = e;
   }
+  if (err == U_REGEX_TIME_OUT || err == U_REGEX_STACK_OVERFLOW) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the pre-tokenizer regex '", split_source, "' hit ICU's ",
+        err == U_REGEX_TIME_OUT ? absl::StrCat("time limit (", time_limit, " steps)")
+                                : absl::StrCat("backtracking stack limit (", kRegexStackBytes >> 20, " MB)"),
+        " on a text of ", u.length(), " UTF-16 units: the pattern backtracks too much for this tokenizer to use"));
+  }
+  if (U_FAILURE(err)) {
+    return absl::InternalError(absl::StrCat("the pre-tokenizer regex '", split_source, "' failed: ", u_errorName(err)));
+  }
   emit(last, u.length());
+  return absl::OkStatus();
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
+absl::StatusOr<std::vector<int32_t>> Tokenizer::TryEncode(std::string_view text) const {
   std::vector<int32_t> out;
   const Impl& m = *impl_;
   size_t seg_start = 0, i = 0;
@@ -456,13 +489,18 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
       ++i;
       continue;
     }
-    m.EncodeSegment(std::string(text.substr(seg_start, i - seg_start)), out);
+    if (auto s = m.EncodeSegment(std::string(text.substr(seg_start, i - seg_start)), out); !s.ok()) return s;
     out.push_back(hit->id);
     i += hit->content.size();
     seg_start = i;
   }
-  m.EncodeSegment(std::string(text.substr(seg_start)), out);
+  if (auto s = m.EncodeSegment(std::string(text.substr(seg_start)), out); !s.ok()) return s;
   return out;
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
+  auto ids = TryEncode(text);
+  return ids.ok() ? *std::move(ids) : std::vector<int32_t>();
 }
 
 std::string Tokenizer::TokenBytes(int32_t id) const {

@@ -1,5 +1,6 @@
 // Crafted tokenizer.json files: ids that are negative, huge, fractional or duplicated are clear
-// errors at load; malformed byte-fallback tokens decode as text; streamed text is valid UTF-8.
+// errors at load, and so is a vocabulary missing a byte; malformed byte-fallback tokens decode as
+// text; streamed text is valid UTF-8; a pre-tokenizer regex that backtracks without end is an error.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -120,6 +121,59 @@ TEST(TokenizerHardening, MalformedByteFallbackTokensAreOrdinaryText) {
   EXPECT_EQ((*t)->TokenBytes(259), "<0x+F>");
   EXPECT_EQ((*t)->TokenBytes(260), "\xFF");
   EXPECT_EQ((*t)->Decode({257, 256}), "<0xZZ>A");
+}
+
+// The crafted base with a Split pre-tokenizer running this pattern before the byte-level step.
+std::string WithSplitPattern(const std::string& pattern) {
+  json j = json::parse(TokenizerJson());
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  return j.dump();
+}
+
+TEST(TokenizerHardening, ABacktrackingPreTokenizerRegexFailsInsteadOfHanging) {
+  auto t = Tokenizer::FromJson(WithSplitPattern("(a+)+$"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Where the pattern matches at once it splits as usual.
+  auto fine = (*t)->TryEncode("xaaa");
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(*fine, (std::vector<int32_t>{'x', 'a', 'a', 'a'}));
+  // 36 a's then a non-a: 2^36 ways to split the run before the $ fails (hours unlimited).
+  const std::string text = std::string(36, 'a') + "!";
+  auto ids = (*t)->TryEncode(text);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string msg(ids.status().message());
+  EXPECT_NE(msg.find("the pre-tokenizer regex '(a+)+$' hit ICU's time limit"), std::string::npos) << msg;
+  EXPECT_TRUE((*t)->Encode(text).empty());
+}
+
+TEST(TokenizerHardening, APreTokenizerRegexThatOutgrowsItsStackFails) {
+  // A group loop keeps one backtracking frame per character: a 1M-character run outgrows 8 MB.
+  auto t = Tokenizer::FromJson(WithSplitPattern("(a|b)+"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto ids = (*t)->TryEncode(std::string(1 << 20, 'a'));
+  ASSERT_FALSE(ids.ok());
+  const std::string msg(ids.status().message());
+  EXPECT_NE(msg.find("the pre-tokenizer regex '(a|b)+' hit ICU's backtracking stack limit (8 MB)"), std::string::npos) << msg;
+  // The same loop over a normal piece is fine.
+  auto ok = (*t)->TryEncode("abba cab");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*t)->Decode(*ok), "abba cab");
+}
+
+TEST(TokenizerHardening, AVocabularyMissingAByteIsRefused) {
+  json j = json::parse(TokenizerJson());
+  j["model"]["vocab"].erase(ByteChar(0x41));
+  j["model"]["vocab"]["zz"] = 0x41;  // keep the ids dense
+  EXPECT_NE(LoadError(j.dump()).find("the vocabulary has no token for byte 0x41 (its byte-level character 'A')"),
+            std::string::npos)
+      << LoadError(j.dump());
+  j = json::parse(TokenizerJson());
+  j["model"]["vocab"].erase(ByteChar(0x0A));  // '\n' is spelled U+010A
+  EXPECT_NE(LoadError(j.dump()).find("no token for byte 0x0a"), std::string::npos) << LoadError(j.dump());
 }
 
 // Streams bytes through the decoder one token per byte (ids 0..255 are the bytes).

@@ -32,6 +32,8 @@ constexpr const char* kHelp =
     "                         chat_template of tokenizer_config.json beside the model or the\n"
     "                         tokenizer); Qwen's ChatML when there is none\n"
     "  --threads N            threads for the kernels (default: all cores)\n"
+    "  --prefill-chunk N      a cached model takes the prompt N tokens at a time (default 256;\n"
+    "                         0 = all at once): memory grows linearly with the prompt\n"
     "  --matmul float|int8    constant-weight MatMuls in float32 (default) or dynamic A8W8\n"
     "  --json                 print one JSON object at the end instead of streaming text:\n"
     "                         prompt (the text encoded), prompt_tokens, generated_ids, text, load_ms,\n"
@@ -140,6 +142,8 @@ int CmdRun(int argc, char** argv) {
   args.Take("--top-p", &topp_s);
   args.Take("--seed", &seed_s);
   args.Take("--threads", &threads_s);
+  std::string chunk_s;
+  args.Take("--prefill-chunk", &chunk_s);
   args.Take("--dump-logits", &dump);
   std::string matmul;
   args.Take("--matmul", &matmul);
@@ -161,6 +165,10 @@ int CmdRun(int argc, char** argv) {
   }
   if (!temp_s.empty() && (!ParseFloat(temp_s, &gen.sampling.temperature) || gen.sampling.temperature < 0)) {
     return Fail(absl::StrCat("--temperature '", temp_s, "' is not a non-negative number"));
+  }
+  if (!chunk_s.empty()) {
+    if (!ParseInt(chunk_s, &v) || v < 0 || v > INT32_MAX) return Fail(absl::StrCat("--prefill-chunk '", chunk_s, "' is not a count"));
+    gen.prefill_chunk = static_cast<int>(v);
   }
   if (!topk_s.empty()) {
     if (!ParseInt(topk_s, &v) || v < 0) return Fail(absl::StrCat("--top-k '", topk_s, "' is not a count"));
@@ -196,7 +204,9 @@ int CmdRun(int argc, char** argv) {
       if (!text.ok()) return Fail(text.status());
       prompt = std::move(*text);
     }
-    ids = tok->Encode(prompt);
+    auto encoded = tok->TryEncode(prompt);
+    if (!encoded.ok()) return Fail(encoded.status());
+    ids = *std::move(encoded);
   } else {
     std::string list = prompt_ids;
     for (char& c : list) if (c == ',') c = ' ';

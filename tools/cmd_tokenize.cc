@@ -66,8 +66,9 @@ int CmdTokenize(int argc, char** argv) {
       }
       std::cout << (*tok)->Decode(ids) << "\n";
     } else {
-      const std::vector<int32_t> ids = (*tok)->Encode(line);
-      for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+      auto ids = (*tok)->TryEncode(line);
+      if (!ids.ok()) return Fail(ids.status());
+      for (size_t i = 0; i < ids->size(); ++i) std::cout << (i ? " " : "") << (*ids)[i];
       std::cout << "\n";
     }
   }

@@ -78,14 +78,18 @@ int main(int argc, char** argv) {
   }
   options.stop_ids = stop_ids;
 
-  const std::vector<int32_t> prompt_ids = (*tokenizer)->Encode(prompt);
-  std::printf("prompt tokens: %zu, %s\ntext:\n", prompt_ids.size(),
+  auto prompt_ids = (*tokenizer)->TryEncode(prompt);
+  if (!prompt_ids.ok()) {
+    std::fprintf(stderr, "generate_text: %s\n", prompt_ids.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("prompt tokens: %zu, %s\ntext:\n", prompt_ids->size(),
               (*generator)->cached() ? "KV cache" : "no cache");
 
   // The stream decoder never splits a UTF-8 sequence: a piece may be empty until it completes.
   oneinfer::Tokenizer::StreamDecoder stream(**tokenizer, /*skip_special=*/true);
   int callbacks = 0;
-  auto result = (*generator)->Generate(prompt_ids, options, [&](int32_t id, const float*, int64_t) {
+  auto result = (*generator)->Generate(*prompt_ids, options, [&](int32_t id, const float*, int64_t) {
     ++callbacks;
     const std::string piece = stream.Push(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);

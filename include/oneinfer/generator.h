@@ -1,8 +1,9 @@
 // oneinfer::Generator: text generation over a Session whose graph follows the causal-LM
 // convention: input_ids int64 [1, S] -> logits float [1, S, V], optionally with a stacked
 // KV cache: past_kv float [2L, 1, KVH, P, D] in, present_kv [2L, 1, KVH, P+S, D] out
-// (index 2l = key of layer l, 2l+1 = value). With the cache the prompt runs as one prefill
-// and each new token as one step; without it every step re-runs the whole sequence.
+// (index 2l = key of layer l, 2l+1 = value). With the cache the prompt runs as a prefill (in
+// chunks when long) and each new token as one step; without it every step re-runs the whole
+// sequence, and attention memory grows with its square.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +28,15 @@ struct GenerateOptions {
   int max_new_tokens = 32;
   SamplingOptions sampling;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
+  // Cached models take a longer prompt this many tokens at a time (0 = all at once): attention
+  // then needs chunk x prompt floats per head, not prompt x prompt. Same tokens either way.
+  int prefill_chunk = 256;
 };
 
 struct GenerationResult {
   std::vector<int32_t> generated_ids;
   int prompt_tokens = 0;
-  double prefill_ms = 0;     // the first forward pass (whole prompt)
+  double prefill_ms = 0;     // the forward passes over the prompt (its chunks and the first token)
   double decode_ms = 0;      // all later forward passes together
   int decode_steps = 0;
   bool stopped_by_id = false;

@@ -4,7 +4,8 @@
 // them is normalised (NFC), split by the pre-tokenizer's regex, mapped byte by byte onto the
 // byte-level alphabet, and merged by rank. Decode reverses it; StreamDecoder yields text as
 // tokens arrive without ever emitting part of a UTF-8 sequence. Loading refuses ids that are not
-// integers in [0, 2^22) and an id given to two different tokens.
+// integers in [0, 2^22), an id given to two different tokens and a vocabulary missing one of the
+// 256 byte-level characters.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@ class ONEINFER_API Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(std::string_view json);
   ~Tokenizer();
 
+  // Fails (ResourceExhausted, naming the pattern) only when the pre-tokenizer regex hits ICU's
+  // time or stack limit: a pattern from tokenizer.json that backtracks catastrophically.
+  absl::StatusOr<std::vector<int32_t>> TryEncode(std::string_view text) const;
+  // TryEncode for a tokenizer known to be well-behaved: an empty vector where TryEncode fails.
   std::vector<int32_t> Encode(std::string_view text) const;
   // The tokenizer's normalizer applied to text (NFC for Qwen); Decode(Encode(x)) == Normalize(x).
   std::string Normalize(std::string_view text) const;
