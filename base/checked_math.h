@@ -17,10 +17,16 @@ inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) {
 }
 
 // The product of `shape`'s dims. `what` names the value in the error ("tensor 'w'").
+// A shape with a 0 dim has 0 elements whatever its other dims.
 inline absl::StatusOr<int64_t> CheckedElementCount(const Shape& shape, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dimension in ", ShapeToString(shape)));
+  }
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
+  for (int64_t d : shape) {
     if (!CheckedMul(n, d, &n)) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": the dims ", ShapeToString(shape),
                                                      " multiply past the largest int64 element count"));

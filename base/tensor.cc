@@ -1,6 +1,10 @@
 #include "oneinfer/tensor.h"
 
 #include <cstring>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "base/checked_math.h"
 
 namespace oneinfer {
 
@@ -81,6 +85,10 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  // A shape from data may claim more than 64 bits can count: an exception the engine turns into
+  // the node's ResourceExhausted, never a wrapped size.
+  const absl::StatusOr<int64_t> checked = CheckedByteSize(dtype, t.shape_, absl::StrCat("a ", DTypeName(dtype), " tensor"));
+  if (!checked.ok()) throw std::length_error(std::string(checked.status().message()));
   const int64_t n = NumElements(t.shape_);
   if (dtype == DType::kString) {
     auto* strings = new std::string[static_cast<size_t>(n > 0 ? n : 1)];

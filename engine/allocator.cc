@@ -1,6 +1,7 @@
 #include "engine/allocator.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -29,15 +30,25 @@ size_t AllocatorSizeClass(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-std::shared_ptr<Allocator> Allocator::Create() {
-  return std::shared_ptr<Allocator>(new Allocator());
+size_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return kAllocatorMaxBytes;
+  return std::min(kAllocatorMaxBytes, static_cast<size_t>(pages) * static_cast<size_t>(page));
+}
+
+std::shared_ptr<Allocator> Allocator::Create(AllocatorLimits limits) {
+  if (limits.max_tensor_bytes == 0) limits.max_tensor_bytes = PhysicalMemoryBytes();
+  if (limits.max_total_bytes == 0) limits.max_total_bytes = PhysicalMemoryBytes();
+  return std::shared_ptr<Allocator>(new Allocator(limits));
 }
 
 Allocator::~Allocator() { Trim(); }
 
-void* Allocator::Take(size_t size_class) {
+void* Allocator::Take(size_t size_class, bool* over_limit) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    *over_limit = in_use_ + size_class > limits_.max_total_bytes;
+    if (*over_limit) return nullptr;
     in_use_ += size_class;
     if (in_use_ > peak_) peak_ = in_use_;
     auto it = free_.find(size_class);
@@ -72,7 +83,6 @@ void Allocator::Give(void* p, size_t size_class) {
 }
 
 absl::StatusOr<Tensor> Allocator::TryAllocate(DType dtype, Shape shape, bool zero) {
-  if (dtype == DType::kString) return Tensor::Empty(dtype, std::move(shape));
   // The byte count is computed with overflow checks: NumElements would wrap on a hostile shape.
   size_t count = 1;
   bool overflow = false;
@@ -82,17 +92,29 @@ absl::StatusOr<Tensor> Allocator::TryAllocate(DType dtype, Shape shape, bool zer
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) count = 0;
   for (int64_t d : shape) overflow = overflow || __builtin_mul_overflow(count, static_cast<size_t>(d), &count);
   size_t bytes = 0;
+  // Strings count their std::string objects (they come from the heap, not the pool).
+  const size_t element = dtype == DType::kString ? sizeof(std::string) : DTypeSize(dtype);
   if (dtype == DType::kInt4 || dtype == DType::kUInt4) bytes = count / 2 + count % 2;
-  else overflow = overflow || __builtin_mul_overflow(count, DTypeSize(dtype), &bytes);
-  if (overflow || bytes > kAllocatorMaxBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a ", DTypeName(dtype), " tensor of shape ",
-                                                     ShapeToString(shape), ": ",
-                                                     overflow ? std::string("its size overflows 64 bits")
-                                                              : absl::StrCat(bytes, " bytes"),
-                                                     ", past the allocator's limit of ", kAllocatorMaxBytes, " bytes"));
+  else overflow = overflow || __builtin_mul_overflow(count, element, &bytes);
+  const size_t limit = std::min(kAllocatorMaxBytes, limits_.max_tensor_bytes);
+  if (overflow || bytes > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate a ", DTypeName(dtype), " tensor of shape ", ShapeToString(shape), ": ",
+        overflow ? std::string("its size overflows 64 bits") : absl::StrCat(bytes, " bytes"),
+        limit == kAllocatorMaxBytes ? absl::StrCat(", past the allocator's limit of ", kAllocatorMaxBytes, " bytes")
+                                    : absl::StrCat(", past this session's limit of ", limit,
+                                                   " bytes for one tensor (SessionOptions::max_tensor_bytes)")));
   }
+  if (dtype == DType::kString) return Tensor::Empty(dtype, std::move(shape));
   const size_t size_class = AllocatorSizeClass(bytes);
-  void* p = Take(size_class);
+  bool over_limit = false;
+  void* p = Take(size_class, &over_limit);
+  if (over_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a ", DTypeName(dtype), " tensor of shape ",
+                                                     ShapeToString(shape), " (", bytes, " bytes): ", bytes_in_use(),
+                                                     " bytes of intermediate tensors are in use and the limit is ",
+                                                     limits_.max_total_bytes, " (SessionOptions::max_intermediate_bytes)"));
+  }
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("out of memory: cannot allocate ", bytes, " bytes for a ",
                                                      DTypeName(dtype), " tensor of shape ", ShapeToString(shape)));

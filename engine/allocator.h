@@ -31,15 +31,25 @@ class AllocationError : public std::bad_alloc {
 // enough below 2^64 that rounding up to a size class cannot overflow.
 inline constexpr size_t kAllocatorMaxBytes = size_t{1} << 48;
 
+// What one allocator may hand out (SessionOptions::max_tensor_bytes, max_intermediate_bytes);
+// 0 in either field means the machine's physical memory.
+struct AllocatorLimits {
+  size_t max_tensor_bytes = 0;
+  size_t max_total_bytes = 0;
+};
+
+// The machine's physical memory in bytes (the default of both limits).
+size_t PhysicalMemoryBytes();
+
 class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
-  static std::shared_ptr<Allocator> Create();
+  static std::shared_ptr<Allocator> Create(AllocatorLimits limits = {});
   ~Allocator();
 
   // Storage from the pool, zero-filled unless zero is false (strings come from the heap and
   // are not counted). It returns to the pool when the last tensor referring to it is destroyed.
-  // A shape whose size overflows or passes kAllocatorMaxBytes, or memory the system refuses,
-  // throws AllocationError (kernels allocate through OpContext, which returns a reference).
+  // A shape whose size overflows or passes kAllocatorMaxBytes or the limits, or memory the
+  // system refuses, throws AllocationError (kernels allocate through OpContext, which returns a reference).
   Tensor Allocate(DType dtype, Shape shape, bool zero = true);
   // The same failures as a ResourceExhausted (or InvalidArgument for a negative dimension) status.
   absl::StatusOr<Tensor> TryAllocate(DType dtype, Shape shape, bool zero = true);
@@ -52,10 +62,12 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   void Trim();
 
  private:
-  Allocator() = default;
-  void* Take(size_t size_class);  // nullptr when the system has no memory for it
+  explicit Allocator(AllocatorLimits limits) : limits_(limits) {}
+  // nullptr when the system has no memory for it; *over_limit set when in-use would pass the limit.
+  void* Take(size_t size_class, bool* over_limit);
   void Give(void* p, size_t size_class);
 
+  const AllocatorLimits limits_;  // both fields non-zero (Create fills the defaults)
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
   size_t cached_bytes_ = 0;

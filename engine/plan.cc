@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -76,8 +77,8 @@ class PlanInit : public KernelInit {
 class PlanContext : public OpContext {
  public:
   PlanContext(const ExecutionPlan& plan, const ExecutionPlan::Step& step, std::vector<const Value*>& ptr,
-              std::vector<Value>& owned)
-      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), scratch_(step.outputs.size()) {}
+              std::vector<Value>& owned, const RunControl& run)
+      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), run_(run), scratch_(step.outputs.size()) {}
 
   const Node& node() const override { return *step_.node; }
   int64_t opset() const override { return step_.opset; }
@@ -113,6 +114,7 @@ class PlanContext : public OpContext {
     return plan_.res_.allocator->Allocate(dtype, shape, zero);
   }
   ThreadPool* thread_pool() const override { return plan_.res_.pool; }
+  const RunControl& run_control() const override { return run_; }
   const Value* LookupOuterScope(const std::string& name) const override {
     for (size_t k = 0; k < step_.implicit_names.size(); ++k) {
       if (step_.implicit_names[k] == name) return ptr_[static_cast<size_t>(step_.implicit_inputs[k])];
@@ -128,6 +130,7 @@ class PlanContext : public OpContext {
   const ExecutionPlan::Step& step_;
   std::vector<const Value*>& ptr_;
   std::vector<Value>& owned_;
+  const RunControl& run_;
   std::vector<Value> scratch_;
 };
 
@@ -263,7 +266,7 @@ absl::Status ExecutionPlan::PrepareWeights() const {
 }
 
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
-                                                          const OuterLookup& outer) const {
+                                                          const OuterLookup& outer, const RunControl& run) const {
   std::vector<const Value*> ptr(slots_.size(), nullptr);
   std::vector<Value> owned(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
@@ -300,6 +303,7 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& step = steps_[k];
     const Node& n = *step.node;
+    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, n);  // names where it stopped
     if (!step.accepts_non_tensors) {
       for (size_t i = 0; i < step.inputs.size(); ++i) {
         if (step.inputs[i] < 0) continue;
@@ -311,7 +315,7 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
         }
       }
     }
-    PlanContext ctx(*this, step, ptr, owned);
+    PlanContext ctx(*this, step, ptr, owned, run);
     absl::Status s;
     try {
       s = step.kernel->Compute(ctx);
@@ -319,6 +323,11 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
       // Allocations return references (OpContext::AllocateOutput), so running out of memory or
       // asking for an impossible size arrives as an exception: it becomes this node's error.
       s = absl::ResourceExhaustedError(e.what());
+    } catch (const std::length_error& e) {
+      // A std::vector or string sized from data past max_size().
+      s = absl::ResourceExhaustedError(absl::StrCat("a size from the data is too large (", e.what(), ")"));
+    } catch (const std::exception& e) {
+      s = absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
     }
     if (!s.ok()) return WithNode(s, n);
     for (size_t i = 0; i < step.outputs.size(); ++i) {
@@ -382,7 +391,7 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Run(OpContext& outer, std::vec
   }
   std::vector<const Value*> ptrs;
   for (const Value& v : inputs) ptrs.push_back(&v);
-  return Execute(ptrs, [&outer](const std::string& name) { return outer.LookupOuterScope(name); });
+  return Execute(ptrs, [&outer](const std::string& name) { return outer.LookupOuterScope(name); }, outer.run_control());
 }
 
 }  // namespace oneinfer

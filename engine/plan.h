@@ -36,9 +36,10 @@ class ExecutionPlan : public SubgraphRunner {
                                                               const Resources& resources,
                                                               const std::set<std::string>& outer_names);
 
-  // inputs[i] is the value of graph input i, or nullptr to use its initializer.
+  // inputs[i] is the value of graph input i, or nullptr to use its initializer. `run` is checked
+  // before each node (Cancelled / DeadlineExceeded) and handed to the kernels.
   absl::StatusOr<std::vector<Value>> Execute(const std::vector<const Value*>& inputs,
-                                             const OuterLookup& outer) const;
+                                             const OuterLookup& outer, const RunControl& run = {}) const;
 
   // SubgraphRunner
   const Graph& graph() const override { return *graph_; }

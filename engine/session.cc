@@ -1,3 +1,6 @@
+#include <chrono>
+#include <exception>
+#include <new>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +32,14 @@ IOInfo MakeIOInfo(const ValueInfo& v, bool has_default) {
 
 // Outputs of small constant subgraphs (shape arithmetic) are folded; big ones stay as work.
 constexpr size_t kMaxFoldedBytes = size_t{1} << 20;
+// What folding may allocate while it tries a node: a constant node claiming more (a hostile
+// ConstantOfShape) is left to the run, where the session's limits name it, instead of taking
+// the machine's memory at load.
+constexpr AllocatorLimits kFoldingLimits{size_t{64} << 20, size_t{256} << 20};
+// And how long it may spend on one node: a constant node whose loops spin on hostile data (RoiAlign
+// with a huge sampling grid) is left to the run, where RunOptions can stop it. Folding is only an
+// optimisation: a node not folded computes the same values when the plan runs it.
+constexpr std::chrono::seconds kFoldingTimePerNode{2};
 
 // SessionOptions::npu as the router takes it; zero sizes and times keep the defaults.
 npu::RouterConfig RouterConfigFrom(const NpuOptions& o) {
@@ -39,6 +50,21 @@ npu::RouterConfig RouterConfigFrom(const NpuOptions& o) {
   if (o.wait_timeout_ms > 0) c.wait_timeout_ms = o.wait_timeout_ms;
   c.trace = o.trace;
   return c;
+}
+
+// The last resort of the public API: an exception thrown inside (the plan already turns a node's
+// into its status) becomes a status, so none escapes into the application.
+template <typename F>
+auto GuardExceptions(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc& e) {
+    return absl::ResourceExhaustedError(absl::StrCat("out of memory (", e.what(), ")"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("unexpected exception of unknown type");
+  }
 }
 
 }  // namespace
@@ -58,7 +84,8 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   int threads = options.num_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<ThreadPool>(threads);
-  s->allocator_ = Allocator::Create();
+  s->allocator_ = Allocator::Create(AllocatorLimits{options.max_tensor_bytes, options.max_intermediate_bytes});
+  s->config_.kernels.max_tensor_bytes = options.max_tensor_bytes > 0 ? options.max_tensor_bytes : PhysicalMemoryBytes();
 
   Graph& g = model->graph;
   const size_t loaded_nodes = g.nodes.size();
@@ -76,6 +103,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   absl::StatusOr<ExternalWeights> external = OpenQ4NXWeightFile(*model);
   if (!external.ok()) return external.status();
   passes.external_weights = *std::move(external);
+  ExecutionPlan::Resources fold_res{&s->config_, Allocator::Create(kFoldingLimits), s->pool_.get()};
   passes.evaluate = [&](const Node& n, const std::vector<const Tensor*>& ins) -> absl::StatusOr<std::vector<Tensor>> {
     auto one = std::make_shared<Graph>();
     one->opsets = g.opsets;
@@ -85,9 +113,11 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
     }
     for (const std::string& out : copy.outputs) if (!out.empty()) one->outputs.push_back(ValueInfo{out, {}});
     one->nodes.push_back(std::move(copy));
-    auto plan = ExecutionPlan::Build(one, res, {});
+    auto plan = ExecutionPlan::Build(one, fold_res, {});
     if (!plan.ok()) return plan.status();
-    auto values = (*plan)->Execute({}, nullptr);
+    RunControl fold_control;
+    fold_control.deadline = std::chrono::steady_clock::now() + kFoldingTimePerNode;
+    auto values = (*plan)->Execute({}, nullptr, fold_control);
     if (!values.ok()) return values.status();
     std::vector<Tensor> out;
     size_t k = 0;
@@ -159,7 +189,7 @@ absl::Status SessionImpl::CheckFeed(const IOInfo& info, const Value& v) const {
 }
 
 absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
-    const std::vector<std::pair<std::string, Value>>& feeds) const {
+    const std::vector<std::pair<std::string, Value>>& feeds, const RunOptions* run) const {
   const Graph& g = *graph_;
   std::vector<const Value*> by_index(g.inputs.size(), nullptr);
   for (const auto& [name, value] : feeds) {
@@ -198,18 +228,24 @@ absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
       }
     }
   }
-  return plan_->Execute(by_index, nullptr);
+  RunControl control;
+  if (run != nullptr) {
+    control.cancel = &run->cancel;
+    control.deadline = run->deadline;
+  }
+  return GuardExceptions([&] { return plan_->Execute(by_index, nullptr, control); });
 }
 
 absl::StatusOr<std::vector<Tensor>> SessionImpl::Run(const std::vector<Feed>& feeds,
-                                                     const std::vector<std::string>& output_names) const {
+                                                     const std::vector<std::string>& output_names,
+                                                     const RunOptions* run) const {
   std::vector<std::pair<std::string, Value>> values;
   values.reserve(feeds.size());
   for (const auto& [name, t] : feeds) {
     if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is an empty tensor handle"));
     values.emplace_back(name, Value::FromTensor(t));
   }
-  auto results = RunValues(values);
+  auto results = RunValues(values, run);
   if (!results.ok()) return results.status();
   std::vector<Tensor> out;
   if (output_names.empty()) {
@@ -237,23 +273,28 @@ Session::Session(std::unique_ptr<SessionImpl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const SessionOptions& options) {
-  auto model = LoadModelFromFile(path);
-  if (!model.ok()) return model.status();
-  auto impl = SessionImpl::Create(std::move(*model), options);
-  if (!impl.ok()) {
-    return absl::Status(impl.status().code(), absl::StrCat("model '", path, "': ", impl.status().message()));
-  }
-  return std::unique_ptr<Session>(new Session(std::move(*impl)));
+  return GuardExceptions([&]() -> absl::StatusOr<std::unique_ptr<Session>> {
+    auto model = LoadModelFromFile(path);
+    if (!model.ok()) return model.status();
+    auto impl = SessionImpl::Create(std::move(*model), options);
+    if (!impl.ok()) {
+      return absl::Status(impl.status().code(), absl::StrCat("model '", path, "': ", impl.status().message()));
+    }
+    return std::unique_ptr<Session>(new Session(std::move(*impl)));
+  });
 }
+
 
 absl::StatusOr<std::unique_ptr<Session>> Session::LoadFromBuffer(const void* data, size_t size,
                                                                  const SessionOptions& options,
                                                                  const std::string& base_dir) {
-  auto model = LoadModelFromBuffer(data, size, base_dir);
-  if (!model.ok()) return model.status();
-  auto impl = SessionImpl::Create(std::move(*model), options);
-  if (!impl.ok()) return impl.status();
-  return std::unique_ptr<Session>(new Session(std::move(*impl)));
+  return GuardExceptions([&]() -> absl::StatusOr<std::unique_ptr<Session>> {
+    auto model = LoadModelFromBuffer(data, size, base_dir);
+    if (!model.ok()) return model.status();
+    auto impl = SessionImpl::Create(std::move(*model), options);
+    if (!impl.ok()) return impl.status();
+    return std::unique_ptr<Session>(new Session(std::move(*impl)));
+  });
 }
 
 const std::vector<IOInfo>& Session::inputs() const { return impl_->inputs(); }
@@ -262,7 +303,13 @@ const std::map<std::string, std::string>& Session::metadata() const { return imp
 
 absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
                                                  const std::vector<std::string>& output_names) const {
-  return impl_->Run(feeds, output_names);
+  return GuardExceptions([&] { return impl_->Run(feeds, output_names); });
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
+                                                 const std::vector<std::string>& output_names,
+                                                 const RunOptions& run) const {
+  return GuardExceptions([&] { return impl_->Run(feeds, output_names, &run); });
 }
 
 const QdqFusionSummary& Session::qdq_fusion() const { return impl_->qdq_fusion(); }

@@ -32,9 +32,12 @@ class SessionImpl {
   npu::Router* npu_router() const { return npu_router_.get(); }
 
   // Runs with values (tensors, sequences, optionals) fed by name; outputs in graph order.
-  absl::StatusOr<std::vector<Value>> RunValues(const std::vector<std::pair<std::string, Value>>& feeds) const;
+  // `run` (optional) stops it: Cancelled / DeadlineExceeded.
+  absl::StatusOr<std::vector<Value>> RunValues(const std::vector<std::pair<std::string, Value>>& feeds,
+                                               const RunOptions* run = nullptr) const;
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
-                                          const std::vector<std::string>& output_names) const;
+                                          const std::vector<std::string>& output_names,
+                                          const RunOptions* run = nullptr) const;
 
  private:
   absl::Status CheckFeed(const IOInfo& info, const Value& v) const;

@@ -1,5 +1,6 @@
 // Control flow: If, Loop, Scan. Bodies are compiled once at load; names they read from
 // enclosing scopes are resolved by the engine through the OpContext passed to Run().
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -160,6 +161,7 @@ class LoopKernel : public OpKernel {
     auto r = init.CompileSubgraph(*b->g);
     if (!r.ok()) return r.status();
     body_ = std::move(*r);
+    max_scan_bytes_ = init.config().max_tensor_bytes;
     const Graph& g = body_->graph();
     const size_t carried = n.inputs.size() < 2 ? 0 : n.inputs.size() - 2;
     if (g.inputs.size() != carried + 2) {
@@ -203,7 +205,12 @@ class LoopKernel : public OpKernel {
       state[i] = *v;
     }
     std::vector<std::vector<Tensor>> items(scans);
+    // Bytes the stacked scan outputs will take (a Tensor handle at least per item): a trip count
+    // from data must not grow them past one tensor's limit.
+    std::vector<size_t> scan_bytes(scans, 0);
     for (int64_t it = 0; it < trips && cond; ++it) {
+      // A body without nodes never reaches the plan's own check, so the loop checks itself.
+      if (absl::Status stop = ctx.CheckCancel(); !stop.ok()) return stop;
       std::vector<Value> in;
       in.reserve(carried + 2);
       Tensor iter = Tensor::Empty(DType::kInt64, {});
@@ -225,6 +232,13 @@ class LoopKernel : public OpKernel {
       for (size_t k = 0; k < scans; ++k) {
         Value& v = (*outs)[1 + carried + k];
         if (!v.is_tensor()) return InvalidArgument(ctx, "scan output '", g.outputs[1 + carried + k].name, "' is not a tensor");
+        scan_bytes[k] += std::max(v.tensor.byte_size(), sizeof(Tensor));
+        if (max_scan_bytes_ > 0 && scan_bytes[k] > max_scan_bytes_) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              ctx.node().Describe(), ": scan output '", g.outputs[1 + carried + k].name, "' passes ", max_scan_bytes_,
+              " bytes (the limit for one tensor, SessionOptions::max_tensor_bytes) after ", it + 1, " iterations of ",
+              DTypeName(v.tensor.dtype()), ShapeToString(v.tensor.shape())));
+        }
         items[k].push_back(std::move(v.tensor));
       }
     }
@@ -241,6 +255,7 @@ class LoopKernel : public OpKernel {
 
  private:
   std::unique_ptr<SubgraphRunner> body_;
+  size_t max_scan_bytes_ = 0;  // KernelConfig::max_tensor_bytes; 0 = no limit
 };
 
 // -------------------------------------------------------------------------------------- Scan
@@ -306,6 +321,7 @@ class ScanKernel : public OpKernel {
     const Graph& g = body_->graph();
     items.assign(k_, {});
     for (int64_t t = 0; t < len; ++t) {
+      if (absl::Status stop = ctx.CheckCancel(); !stop.ok()) return stop;
       std::vector<Value> in;
       in.reserve(n_ + scans.size());
       for (const Value& v : state) in.push_back(v);

@@ -1,6 +1,7 @@
 // Generators: Range, ConstantOfShape, EyeLike, Trilu, OneHot.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -35,11 +36,16 @@ absl::Status RangeKernel(OpContext& ctx) {
       if (delta == T(0)) return InvalidArgument(ctx, "delta is 0");
       int64_t n;
       if constexpr (std::is_integral_v<T>) {
-        const int64_t span = static_cast<int64_t>(limit) - static_cast<int64_t>(start), d = delta;
-        n = span / d + ((span % d != 0 && ((span < 0) == (d < 0))) ? 1 : 0);
+        // 128 bits: limit - start of two int64 values may not fit in 64.
+        const __int128 span = static_cast<__int128>(limit) - static_cast<__int128>(start), d = delta;
+        const __int128 count = span / d + ((span % d != 0 && ((span < 0) == (d < 0))) ? 1 : 0);
+        if (count > std::numeric_limits<int64_t>::max()) return absl::ResourceExhaustedError(absl::StrCat(ctx.node().Describe(), ": the range has more than 2^63 elements"));
+        n = static_cast<int64_t>(count);
       } else {
         const double q = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
         if (!std::isfinite(q)) return InvalidArgument(ctx, "the range has no finite length");
+        // Checked before the conversion: a double past int64 has no integer value.
+        if (q >= 9.2e18) return absl::ResourceExhaustedError(absl::StrCat(ctx.node().Describe(), ": the range has ", q, " elements"));
         n = static_cast<int64_t>(q);
       }
       n = std::max<int64_t>(n, 0);
@@ -132,10 +138,14 @@ absl::StatusOr<std::vector<int64_t>> ReadAnyInts(const OpContext& ctx, const Ten
   auto s = VisitNumeric(t.dtype(), [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_integral_v<T> || std::is_same_v<T, double> || std::is_same_v<T, float>) {
+      if constexpr (std::is_integral_v<T>) {
         v[i] = static_cast<int64_t>(t.data<T>()[i]);
       } else {
-        v[i] = static_cast<int64_t>(static_cast<float>(t.data<T>()[i]));
+        // Saturated: a float past int64 (or NaN) has no integer value; depth and indices check the range.
+        const double d = static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(t.data<T>()[i]));
+        v[i] = std::isnan(d) ? std::numeric_limits<int64_t>::min()
+               : d >= 9.2e18 ? std::numeric_limits<int64_t>::max()
+               : d <= -9.2e18 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(d);
       }
     }
     return absl::OkStatus();

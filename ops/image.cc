@@ -1,8 +1,10 @@
 // Image ops: Resize / Upsample, RoiAlign, NonMaxSuppression, GridSample.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <numeric>
 
 #include "ops/kernel.h"
@@ -174,6 +176,9 @@ AxisPlan PlanAxis(const ResizeAttrs& at, int64_t in, int64_t out, double scale, 
   return p;
 }
 
+// Past this an axis size is no size (2^62; the allocator refuses far less).
+constexpr double kMaxResizedDim = 4611686018427387904.0;
+
 // One separable pass along `axis` of a dense row-major buffer.
 template <typename A>
 std::vector<A> ResizeAxis(const std::vector<A>& src, const Shape& shape, size_t axis, const AxisPlan& p, ThreadPool* pool) {
@@ -307,7 +312,10 @@ class ResizeKernel : public OpKernel {
         if (!(scales_in[i] > 0) || !std::isfinite(scales_in[i])) return InvalidArgument(ctx, "scales must be positive and finite, got ", scales_in[i]);
         const size_t a = static_cast<size_t>(axes[i]);
         scale[a] = scales_in[i];
-        oshape[a] = static_cast<int64_t>(std::floor(scales_in[i] * static_cast<double>(ishape[a])));
+        const double o = std::floor(scales_in[i] * static_cast<double>(ishape[a]));
+        // A scale from the data must give a size that exists (the allocator then checks the bytes).
+        if (!(o < kMaxResizedDim)) return absl::ResourceExhaustedError(absl::StrCat(ctx.node().Describe(), ": scale ", scales_in[i], " makes axis ", a, " of ", ishape[a], " hold ", o, " elements"));
+        oshape[a] = static_cast<int64_t>(o);
       }
     } else {
       for (size_t i = 0; i < na; ++i) {
@@ -322,7 +330,9 @@ class ResizeKernel : public OpKernel {
         for (int64_t a : axes) s = at_.keep_aspect == 1 ? std::min(s, scale[static_cast<size_t>(a)]) : std::max(s, scale[static_cast<size_t>(a)]);
         for (int64_t a : axes) {
           scale[static_cast<size_t>(a)] = s;
-          oshape[static_cast<size_t>(a)] = static_cast<int64_t>(s * static_cast<double>(ishape[static_cast<size_t>(a)]) + 0.5);
+          const double o = s * static_cast<double>(ishape[static_cast<size_t>(a)]) + 0.5;
+          if (!(o < kMaxResizedDim)) return absl::ResourceExhaustedError(absl::StrCat(ctx.node().Describe(), ": axis ", a, " would hold ", o, " elements"));
+          oshape[static_cast<size_t>(a)] = static_cast<int64_t>(o);
         }
       }
     }
@@ -331,6 +341,15 @@ class ResizeKernel : public OpKernel {
     }
     Tensor& y = ctx.AllocateOutput(0, x.dtype(), oshape);
     if (y.num_elements() == 0) return absl::OkStatus();
+    if (at_.antialias && at_.mode != Mode::kNearest) {
+      // Antialiased shrinking reads about 2 / scale taps per output: a scale from the data that
+      // small would make the tap tables larger than any image.
+      for (int64_t a = 0; a < rank; ++a) {
+        if (scale[static_cast<size_t>(a)] < 1 && 4 / scale[static_cast<size_t>(a)] > 4.0 * static_cast<double>(ishape[static_cast<size_t>(a)]) + 16) {
+          return InvalidArgument(ctx, "antialiased scale ", scale[static_cast<size_t>(a)], " is too small for axis ", a, " of ", ishape[static_cast<size_t>(a)]);
+        }
+      }
+    }
     return VisitNumeric(x.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, bool>) {
@@ -352,6 +371,7 @@ class ResizeKernel : public OpKernel {
         for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<A>(src[i]);
         Shape cur = ishape;
         for (size_t a : order) {
+          if (absl::Status stop = ctx.CheckCancel(); !stop.ok()) return stop;  // each pass is linear in its output
           buf = ResizeAxis(buf, cur, a, plans[a], ctx.thread_pool());
           cur[a] = oshape[a];
         }
@@ -398,6 +418,17 @@ KernelFactory ResizeFactory(int kind) {
 // ----------------------------------------------------------------------------------------
 // RoiAlign
 
+// The sample indices i in [0, n) whose coordinate start + (i + 0.5) * step may lie in
+// [-1, extent], widened by one on each side so that rounding never drops one.
+std::pair<int64_t, int64_t> SamplesNear(double start, double step, int64_t n, int64_t extent) {
+  if (step == 0 || !std::isfinite(step)) return {0, n};
+  double a = (-1.0 - start) / step - 0.5, b = (static_cast<double>(extent) - start) / step - 0.5;
+  if (a > b) std::swap(a, b);
+  const double lo = std::clamp(std::floor(a) - 1, 0.0, static_cast<double>(n));
+  const double hi = std::clamp(std::ceil(b) + 2, 0.0, static_cast<double>(n));
+  return {static_cast<int64_t>(lo), std::max(static_cast<int64_t>(lo), static_cast<int64_t>(hi))};
+}
+
 class RoiAlignKernel : public OpKernel {
  public:
   RoiAlignKernel(bool max_mode, bool half_pixel, int64_t oh, int64_t ow, int64_t sampling, float spatial)
@@ -421,11 +452,29 @@ class RoiAlignKernel : public OpKernel {
     for (double v : *rv) if (!std::isfinite(v)) return InvalidArgument(ctx, "rois must be finite");
     auto xv = ReadFloats(x);
     if (!xv.ok()) return InvalidArgument(ctx, "X: ", xv.status().message());
+    const double off = half_pixel_ ? 0.5 : 0.0;
+    // The sampling grid comes from the data (roi size x spatial_scale): past 2^31 points a side
+    // it is refused, and below that only the points inside the image are visited (the others
+    // add 0), so a huge ROI costs O(H + W) per bin, not O(grid).
+    constexpr double kMaxGrid = 2147483648.0;
+    for (int64_t r = 0; r < R; ++r) {
+      const double* box = &(*rv)[static_cast<size_t>(r * 4)];
+      const double rh = std::abs(box[3] - box[1]) * spatial_, rw = std::abs(box[2] - box[0]) * spatial_;
+      const double gh = sampling_ > 0 ? static_cast<double>(sampling_) : std::ceil(rh / static_cast<double>(oh_));
+      const double gw = sampling_ > 0 ? static_cast<double>(sampling_) : std::ceil(rw / static_cast<double>(ow_));
+      if (!(gh <= kMaxGrid && gw <= kMaxGrid)) {
+        return InvalidArgument(ctx, "roi ", r, " with spatial_scale ", spatial_, " needs a sampling grid of ", gh, " x ", gw,
+                               " points per bin, past 2^31 a side");
+      }
+    }
     Tensor& y = ctx.AllocateOutput(0, x.dtype(), {R, C, oh_, ow_});
     std::vector<double> out(static_cast<size_t>(y.num_elements()));
-    const double off = half_pixel_ ? 0.5 : 0.0;
+    std::atomic<bool> stopped{false};
+    absl::Status stop_status;
+    std::mutex stop_mu;
     ParallelFor(ctx.thread_pool(), R * C, 1, [&](int64_t b, int64_t e) {
-      for (int64_t rc = b; rc < e; ++rc) {
+      int64_t sampled = 0;  // points since the last check of the run's stop flag
+      for (int64_t rc = b; rc < e && !stopped.load(std::memory_order_relaxed); ++rc) {
         const int64_t r = rc / C, c = rc % C;
         const double* box = &(*rv)[static_cast<size_t>(r * 4)];
         const double x0 = box[0] * spatial_ - off, y0 = box[1] * spatial_ - off;
@@ -438,15 +487,28 @@ class RoiAlignKernel : public OpKernel {
         const double bh = rh / static_cast<double>(oh_), bw = rw / static_cast<double>(ow_);
         const int64_t gh = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh_)));
         const int64_t gw = sampling_ > 0 ? sampling_ : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow_)));
-        const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
+        const double count = std::max(static_cast<double>(gh) * static_cast<double>(gw), 1.0);
         const double* img = &(*xv)[static_cast<size_t>(((*bidx)[static_cast<size_t>(r)] * C + c) * H * W)];
         for (int64_t ph = 0; ph < oh_; ++ph) {
+          // Sample rows iy in [iy0, iy1) may fall inside [-1, H]; the test below still decides.
+          const auto [iy0, iy1] = SamplesNear(y0 + static_cast<double>(ph) * bh, bh / static_cast<double>(gh), gh, H);
           for (int64_t pw = 0; pw < ow_; ++pw) {
+            const auto [ix0, ix1] = SamplesNear(x0 + static_cast<double>(pw) * bw, bw / static_cast<double>(gw), gw, W);
             double acc = 0;
             bool first = true;
-            for (int64_t iy = 0; iy < gh; ++iy) {
+            // Samples outside the window count as 0 (in max mode, 0 joins the maximum).
+            if (max_mode_ && (iy1 - iy0) * (ix1 - ix0) < static_cast<double>(gh) * static_cast<double>(gw)) first = false;
+            for (int64_t iy = iy0; iy < iy1; ++iy) {
               double yy = y0 + static_cast<double>(ph) * bh + (static_cast<double>(iy) + 0.5) * bh / static_cast<double>(gh);
-              for (int64_t ix = 0; ix < gw; ++ix) {
+              for (int64_t ix = ix0; ix < ix1; ++ix) {
+                if (++sampled == 65536) {  // a check per 65536 points: negligible, and a stop within milliseconds
+                  sampled = 0;
+                  if (absl::Status st = ctx.CheckCancel(); !st.ok()) {
+                    std::lock_guard<std::mutex> lock(stop_mu);
+                    if (!stopped.exchange(true)) stop_status = st;
+                  }
+                  if (stopped.load(std::memory_order_relaxed)) return;
+                }
                 double xx = x0 + static_cast<double>(pw) * bw + (static_cast<double>(ix) + 0.5) * bw / static_cast<double>(gw);
                 double v = 0;
                 if (!(yy < -1.0 || yy > static_cast<double>(H) || xx < -1.0 || xx > static_cast<double>(W))) {
@@ -473,6 +535,7 @@ class RoiAlignKernel : public OpKernel {
         }
       }
     });
+    if (stopped.load()) return stop_status;
     return VisitNumeric(x.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
       if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {

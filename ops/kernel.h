@@ -6,6 +6,8 @@
 // state a kernel keeps must be guarded by the kernel itself.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +38,26 @@ struct KernelConfig {
   Int8GemmOffload* int8_offload = nullptr;
   // The fused QDQ kernels' trace lines on stderr (SessionOptions::qdq_trace).
   bool qdq_trace = false;
+  // The most bytes one tensor may take (SessionOptions::max_tensor_bytes, resolved; 0 = no
+  // limit): what kernels that grow a value outside the allocator (Loop's scan outputs) check.
+  size_t max_tensor_bytes = 0;
+};
+
+// One run's stop requests (the engine fills it from RunOptions). Kernels whose loops take their
+// trip counts from data (Loop, Scan, RoiAlign, Resize) check it between iterations through
+// OpContext::CheckCancel, so a hostile count or a user's Ctrl-C does not spin forever.
+struct RunControl {
+  const std::atomic<bool>* cancel = nullptr;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Cancelled when the flag is set, DeadlineExceeded past the deadline, else OK (an atomic load
+  // and, with a deadline, one clock read).
+  absl::Status Check() const {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return absl::CancelledError("the run was cancelled");
+    if (deadline != std::chrono::steady_clock::time_point::max() && std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError("the run passed its deadline");
+    }
+    return absl::OkStatus();
+  }
 };
 
 // Runs a compiled subgraph (If/Loop/Scan bodies). Names the subgraph reads from enclosing
@@ -106,6 +128,17 @@ class OpContext {
   virtual Tensor AllocateTemp(DType dtype, const Shape& shape, bool zero = true) = 0;
 
   virtual ThreadPool* thread_pool() const = 0;
+  // The run's stop requests (none unless the caller gave RunOptions).
+  virtual const RunControl& run_control() const {
+    static const RunControl kNone;
+    return kNone;
+  }
+  // OK, or the Cancelled / DeadlineExceeded status that ends the run (naming this node).
+  absl::Status CheckCancel() const {
+    absl::Status s = run_control().Check();
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(node().Describe(), ": ", s.message()));
+  }
   // Resolves a name read by one of this node's subgraphs (an implicit input).
   virtual const Value* LookupOuterScope(const std::string& name) const = 0;
 };

@@ -146,7 +146,8 @@ absl::Status SplitToSequence(OpContext& ctx) {
       int64_t sum = 0;
       for (int64_t c : *v) {
         if (c < 0) return InvalidArgument(ctx, "split sizes must be >= 0, got ", c);
-        sum += c;
+        // Checked: sizes from data whose sum wraps to the dim must not pass for it.
+        if (__builtin_add_overflow(sum, c, &sum)) return InvalidArgument(ctx, "split sizes overflow 64 bits");
       }
       if (sum != len) return InvalidArgument(ctx, "split sizes sum to ", sum, ", dim ", axis, " is ", len);
       sizes = *v;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/families.h"
+#include "base/checked_math.h"
 #include "ops/kernel.h"
 #include "ops/movement.h"
 #include "ops/op_util.h"
@@ -57,7 +58,7 @@ absl::Status ReshapeKernel(OpContext& ctx) {
   }
   const bool allow_zero = ctx.opset() >= 14 && ctx.node().GetInt("allowzero", 0) != 0;
   Shape out(spec.size());
-  int64_t infer = -1, known = 1;
+  int64_t infer = -1;
   for (size_t i = 0; i < spec.size(); ++i) {
     int64_t d = spec[i];
     if (d == 0 && !allow_zero) {
@@ -73,8 +74,13 @@ absl::Status ReshapeKernel(OpContext& ctx) {
       return InvalidArgument(ctx, "shape has invalid dimension ", d);
     }
     out[i] = d;
-    known *= d;
   }
+  // Checked: dims from data whose product wraps (2^40 x 2^40) must not pass for the input's count.
+  Shape known_dims = out;
+  if (infer >= 0) known_dims[static_cast<size_t>(infer)] = 1;
+  const absl::StatusOr<int64_t> counted = CheckedElementCount(known_dims, "the new shape");
+  if (!counted.ok()) return InvalidArgument(ctx, "cannot reshape ", ShapeToString(in.shape()), " to ", ShapeToString(spec), ": ", counted.status().message());
+  const int64_t known = *counted;
   const int64_t n = in.num_elements();
   if (infer >= 0) {
     if (known == 0 || n % known != 0) {

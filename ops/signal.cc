@@ -1,4 +1,5 @@
 // Signal ops: DFT, STFT, Hann/Hamming/Blackman windows, MelWeightMatrix.
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <numbers>
@@ -168,6 +169,7 @@ absl::Status Dft(OpContext& ctx) {
   oshape[static_cast<size_t>(axis)] = out_len;
   oshape.back() = out_comp;
   Tensor& y = ctx.AllocateOutput(0, x.dtype(), oshape);
+  if (y.num_elements() == 0) return absl::OkStatus();  // no transform to plan (len may be anything)
   auto xv = ReadFloats(x);
   if (!xv.ok()) return InvalidArgument(ctx, xv.status().message());
   int64_t outer = 1, inner = 1;
@@ -288,12 +290,13 @@ KernelFn WindowFn(double a0, double a1, double a2) {
     if (!dt.ok()) return dt.status();
     const bool periodic = ctx.node().GetInt("periodic", 1) != 0;
     const double N = static_cast<double>(periodic ? *size : *size - 1);
+    // Allocated first: a size from data the session cannot hold is refused before the buffer.
+    Tensor& y = ctx.AllocateOutput(0, *dt, {*size});
     std::vector<double> w(static_cast<size_t>(*size));
     for (int64_t k = 0; k < *size; ++k) {
       const double t = N > 0 ? 2 * std::numbers::pi * static_cast<double>(k) / N : 0.0;
       w[static_cast<size_t>(k)] = a0 - a1 * std::cos(t) + a2 * std::cos(2 * t);
     }
-    Tensor& y = ctx.AllocateOutput(0, *dt, {*size});
     return WriteDoubles(y, w);
   };
 }
@@ -314,6 +317,9 @@ absl::Status MelWeightMatrix(OpContext& ctx) {
   auto dt = OutputDtype(ctx.node());
   if (!dt.ok()) return dt.status();
   const int64_t spec = *dft / 2 + 1, nb = *bins;
+  if (nb > (int64_t{1} << 40)) return InvalidArgument(ctx, "num_mel_bins ", nb, " is past 2^40");
+  // Allocated first: sizes from data the session cannot hold are refused before the buffers.
+  Tensor& y_out = ctx.AllocateOutput(0, *dt, {spec, nb});
   // Mel edges as the ONNX reference computes them (float32 edges, float64 afterwards).
   const float lo_mel = 2595.0f * std::log10(1.0f + static_cast<float>(*lo) / 700.0f);
   const float hi_mel = 2595.0f * std::log10(1.0f + static_cast<float>(*hi) / 700.0f);
@@ -322,7 +328,8 @@ absl::Status MelWeightMatrix(OpContext& ctx) {
   for (int64_t i = 0; i < nb + 2; ++i) {
     const double mel = static_cast<double>(i) * step + static_cast<double>(lo_mel);
     const double hz = 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0);
-    fb[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(*dft + 1) * hz / static_cast<double>(*sr)));
+    // Clamped before the conversion (edges from data may be past int64); only [0, spec) is written.
+    fb[static_cast<size_t>(i)] = static_cast<int64_t>(std::clamp(std::floor(static_cast<double>(*dft + 1) * hz / static_cast<double>(*sr)), -4e18, 4e18));
   }
   std::vector<double> w(static_cast<size_t>(spec * nb), 0.0);
   auto set = [&](int64_t j, int64_t i, double v) {
@@ -333,14 +340,14 @@ absl::Status MelWeightMatrix(OpContext& ctx) {
     if (c == l) {
       set(c, i, 1.0);
     } else {
-      for (int64_t j = l; j <= c; ++j) set(j, i, static_cast<double>(j - l) / static_cast<double>(c - l));
+      // Only the bins inside [0, spec) are visited: edges from data may lie far outside.
+      for (int64_t j = std::max<int64_t>(l, 0); j <= std::min(c, spec - 1); ++j) set(j, i, static_cast<double>(j - l) / static_cast<double>(c - l));
     }
     if (h > c) {
-      for (int64_t j = c; j < h; ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - c));
+      for (int64_t j = std::max<int64_t>(c, 0); j < std::min(h, spec); ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - c));
     }
   }
-  Tensor& y = ctx.AllocateOutput(0, *dt, {spec, nb});
-  return WriteDoubles(y, w);
+  return WriteDoubles(y_out, w);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/checked_math.h"
 #include "ops/families.h"
 #include "ops/kernel.h"
 #include "ops/movement.h"
@@ -245,7 +246,13 @@ absl::Status TileKernel(OpContext& ctx) {
   std::vector<int64_t> view_strides;
   for (size_t i = 0; i < reps.size(); ++i) {
     if (reps[i] < 0) return InvalidArgument(ctx, "repeats has a negative entry ", reps[i]);
-    out_shape.push_back(in.shape()[i] * reps[i]);
+    // Checked: a wrapped product would allocate less than the copy below writes.
+    int64_t tiled = 0;
+    if (!CheckedMul(in.shape()[i], reps[i], &tiled)) {
+      return absl::ResourceExhaustedError(absl::StrCat(ctx.node().Describe(), ": repeating axis ", i, " of ", in.shape()[i],
+                                                       " by ", reps[i], " overflows 64 bits"));
+    }
+    out_shape.push_back(tiled);
     view_shape.insert(view_shape.end(), {reps[i], in.shape()[i]});
     view_strides.insert(view_strides.end(), {0, in_strides[i]});
   }
@@ -302,12 +309,21 @@ absl::Status PadKernel(OpContext& ctx) {
     end[static_cast<size_t>(axes[i])] = pads[i + axes.size()];
   }
   Shape out_shape(static_cast<size_t>(rank));
+  for (size_t a = 0; a < static_cast<size_t>(rank); ++a) {
+    if (__builtin_add_overflow(in.shape()[a], begin[a], &out_shape[a]) ||
+        __builtin_add_overflow(out_shape[a], end[a], &out_shape[a])) {
+      return InvalidArgument(ctx, "pads ", begin[a], " and ", end[a], " make axis ", a, " overflow 64 bits");
+    }
+    if (out_shape[a] < 0) return InvalidArgument(ctx, "pads make axis ", a, " negative");
+  }
+  // Allocated before the per-axis maps, so that pads from data claiming more than the session
+  // may hold are refused before anything the size of an axis is built.
+  Tensor& out = ctx.AllocateOutput(0, in.dtype(), out_shape);
+  if (out.num_elements() == 0) return absl::OkStatus();
   // Per axis: output coordinate -> input coordinate, or -1 for the constant.
   std::vector<std::vector<int64_t>> map(static_cast<size_t>(rank));
   for (size_t a = 0; a < static_cast<size_t>(rank); ++a) {
     const int64_t n = in.shape()[a];
-    out_shape[a] = n + begin[a] + end[a];
-    if (out_shape[a] < 0) return InvalidArgument(ctx, "pads make axis ", a, " negative");
     map[a].resize(static_cast<size_t>(out_shape[a]));
     for (int64_t o = 0; o < out_shape[a]; ++o) {
       int64_t i = o - begin[a];
@@ -331,8 +347,6 @@ absl::Status PadKernel(OpContext& ctx) {
       map[a][static_cast<size_t>(o)] = i;
     }
   }
-  Tensor& out = ctx.AllocateOutput(0, in.dtype(), out_shape);
-  if (out.num_elements() == 0) return absl::OkStatus();
   return VisitMove(in.dtype(), [&](auto tag) -> absl::Status {
     using U = typename decltype(tag)::type;
     const U c = fill.data<U>()[0];

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <onnx/onnx-data_pb.h>
 
@@ -305,6 +306,32 @@ TEST(HostileInput, TypedFieldsAndStringsClaimingMoreThanTheyHold) {
   onnx::TensorProto i64 = Claimed(onnx::TensorProto::INT64, {int64_t{1} << 40});
   i64.add_int64_data(7);
   ExpectLoadError("int64_data", i64, "has 1 values for 1099511627776 elements");
+}
+
+// The same claims in a Constant node's value attribute instead of an initializer.
+TEST(HostileInput, ConstantNodeClaimingExabytes) {
+  for (const auto& [tag, dims, needle] : std::vector<std::tuple<std::string, std::vector<int64_t>, std::string>>{
+           {"const_raw", {k2p31, k2p31}, "4 bytes of raw data for 4611686018427387904 bytes"},
+           {"const_wrap", {k2p32, k2p32, 4}, "multiply past the largest int64 element count"}}) {
+    SCOPED_TRACE(tag);
+    onnx::ModelProto m = MakeModel();
+    auto* g = m.mutable_graph();
+    onnx::NodeProto n = MakeNode("Constant", {}, {"y"}, "claim");
+    auto* a = n.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = Claimed(onnx::TensorProto::UINT8, dims);
+    a->mutable_t()->set_raw_data("abcd");
+    *g->add_node() = n;
+    *g->add_output() = TensorInfo("y", onnx::TensorProto::UINT8, {});
+    g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+    const fs::path dir = TempDir("hostile_" + tag);
+    WriteModel(m, dir / "m.onnx");
+    auto s = Session::Load((dir / "m.onnx").string());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find(needle), std::string::npos) << s.status();
+    ExpectExecError(dir / "m.onnx", needle);
+  }
 }
 
 TEST(HostileInput, ExternalDataWhoseDimsWrap) {

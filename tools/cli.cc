@@ -1,5 +1,9 @@
 #include "tools/cli.h"
 
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 
 namespace oneinfer::cli {
@@ -43,6 +47,45 @@ absl::Status Args::Positionals(std::vector<std::string>* out) const {
     out->push_back(a);
   }
   return absl::OkStatus();
+}
+
+namespace {
+std::atomic<bool>* g_cancel = nullptr;  // the running command's RunOptions::cancel
+std::atomic<bool> g_interrupted{false};
+
+void OnInterrupt(int) {
+  // Only async-signal-safe work: two lock-free stores and restoring the default action.
+  g_interrupted.store(true);
+  if (g_cancel != nullptr) g_cancel->store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
+}  // namespace
+
+absl::Status StopRunOnTimeoutOrInterrupt(const std::string& timeout, RunOptions* run) {
+  if (!timeout.empty()) {
+    char* end = nullptr;
+    const double seconds = std::strtod(timeout.c_str(), &end);
+    if (*end != '\0' || !(seconds > 0) || seconds > 1e9) {
+      return absl::InvalidArgumentError(absl::StrCat("--timeout '", timeout, "' must be a positive number of seconds"));
+    }
+    run->SetTimeout(seconds);
+  }
+  g_cancel = &run->cancel;
+  std::signal(SIGINT, OnInterrupt);
+  return absl::OkStatus();
+}
+
+bool Interrupted() { return g_interrupted.load(); }
+
+int FailRun(const absl::Status& s, const std::string& timeout) {
+  if (Interrupted() && s.code() == absl::StatusCode::kCancelled) {
+    Fail(absl::StrCat("interrupted (Ctrl-C): ", s.message()));
+    return 130;
+  }
+  if (s.code() == absl::StatusCode::kDeadlineExceeded && !timeout.empty()) {
+    return Fail(absl::StrCat("stopped after --timeout ", timeout, " s: ", s.message()));
+  }
+  return Fail(s);
 }
 
 absl::Status ParseMatMulFlag(const std::string& value, MatMulPrecision* out) {

@@ -36,6 +36,16 @@ class Args {
   std::string error_;
 };
 
+// --timeout SECONDS and Ctrl-C for one run: `timeout` (empty: none) sets run->deadline, and
+// SIGINT sets run->cancel from then on (the handler then restores the default, so a second
+// Ctrl-C kills a kernel that does not check). An unparsable or non-positive timeout is an error.
+absl::Status StopRunOnTimeoutOrInterrupt(const std::string& timeout, RunOptions* run);
+// True once Ctrl-C has cancelled the run.
+bool Interrupted();
+// The one error line for a failed run; the exit code is 130 (128 + SIGINT, what shells report
+// for a command Ctrl-C ended, so scripts can tell it from a failure) after Ctrl-C, else 1.
+int FailRun(const absl::Status& s, const std::string& timeout);
+
 // --matmul float|int8 -> precision; an unknown value is an error naming it.
 absl::Status ParseMatMulFlag(const std::string& value, MatMulPrecision* out);
 

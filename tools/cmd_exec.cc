@@ -20,11 +20,15 @@ namespace fs = std::filesystem;
 namespace {
 constexpr const char* kHelp =
     "usage: oneinfer exec MODEL.onnx --input-dir D --output-dir O [--threads N] [--matmul float|int8]\n"
+    "                     [--timeout SECONDS]\n"
     "\n"
     "Reads D/input_0.pb, D/input_1.pb, ... (serialized TensorProto, or SequenceProto /\n"
     "OptionalProto for an input declared a sequence / optional; the name field picks the graph\n"
     "input, an empty name means the input at that position), runs the model, and writes\n"
-    "O/output_<i>.pb in graph output order with each name set, in the same formats.\n";
+    "O/output_<i>.pb in graph output order with each name set, in the same formats.\n"
+    "\n"
+    "  --timeout SECONDS  stop past this time from the start (exit 1); Ctrl-C stops the run too\n"
+    "                     (exit 130; a second Ctrl-C ends the process at once)\n";
 
 std::string ReadBytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -76,12 +80,17 @@ int CmdExec(int argc, char** argv) {
   args.Take("--input-dir", &input_dir);
   args.Take("--output-dir", &output_dir);
   args.Take("--threads", &threads);
-  std::string matmul;
+  std::string matmul, timeout;
   args.Take("--matmul", &matmul);
+  args.Take("--timeout", &timeout);
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("exec needs exactly one MODEL.onnx (see oneinfer exec --help)");
   if (input_dir.empty() || output_dir.empty()) return Fail("exec needs --input-dir and --output-dir");
+  // The timeout counts from here (loading included); the run checks it between nodes and loop
+  // iterations. A Ctrl-C while loading stops the run when it starts; a second one ends at once.
+  RunOptions run;
+  if (auto s = StopRunOnTimeoutOrInterrupt(timeout, &run); !s.ok()) return Fail(s);
   SessionOptions opts;
   if (auto s = ParseMatMulFlag(matmul, &opts.matmul); !s.ok()) return Fail(s);
   if (auto s = ApplySessionEnvironment(&opts); !s.ok()) return Fail(s);
@@ -121,8 +130,8 @@ int CmdExec(int argc, char** argv) {
     }
     feeds.emplace_back(name, *std::move(v));
   }
-  auto outputs = impl.RunValues(feeds);
-  if (!outputs.ok()) return Fail(outputs.status());
+  auto outputs = impl.RunValues(feeds, &run);
+  if (!outputs.ok()) return FailRun(outputs.status(), timeout);
   std::error_code ec;
   fs::create_directories(output_dir, ec);
   if (ec) return Fail(absl::StrCat("cannot create output folder '", output_dir, "': ", ec.message()));

@@ -38,6 +38,8 @@ constexpr const char* kHelp =
     "  --json                 print one JSON object at the end instead of streaming text:\n"
     "                         prompt (the text encoded), prompt_tokens, generated_ids, text, load_ms,\n"
     "                         prefill_ms, decode_ms_per_token, tokens_per_s\n"
+    "  --timeout SECONDS      stop generating past this time from the start (exit 1); Ctrl-C\n"
+    "                         stops it too (exit 130). Both take effect between tokens.\n"
     "  --dump-logits FILE     write the float32 logits of the last position of every step\n"
     "                         (raw little-endian, one row of vocab floats per step)\n"
     "\n"
@@ -145,6 +147,8 @@ int CmdRun(int argc, char** argv) {
   std::string chunk_s;
   args.Take("--prefill-chunk", &chunk_s);
   args.Take("--dump-logits", &dump);
+  std::string timeout;
+  args.Take("--timeout", &timeout);
   std::string matmul;
   args.Take("--matmul", &matmul);
   const bool chat = args.TakeFlag("--chat");
@@ -153,6 +157,10 @@ int CmdRun(int argc, char** argv) {
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("run needs exactly one MODEL.onnx (see oneinfer run --help)");
   if (has_prompt == !prompt_ids.empty()) return Fail("run needs exactly one of --prompt and --prompt-ids");
+  // The Generator takes no RunOptions yet: the deadline and Ctrl-C are checked between tokens.
+  RunOptions run;
+  if (auto s = StopRunOnTimeoutOrInterrupt(timeout, &run); !s.ok()) return Fail(s);
+  absl::Status stopped;
 
   GenerateOptions gen;
   SessionOptions sopts;
@@ -246,9 +254,16 @@ int CmdRun(int argc, char** argv) {
     const std::string piece = stream ? stream->Push(id) : absl::StrCat(id, " ");
     text += piece;
     if (!as_json) std::cout << piece << std::flush;
-    return true;
+    if (run.cancel.load()) stopped = absl::CancelledError("generation was cancelled");
+    else if (std::chrono::steady_clock::now() >= run.deadline) stopped = absl::DeadlineExceededError("generation passed its deadline");
+    return stopped.ok();
   });
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) return FailRun(result.status(), timeout);
+  if (!stopped.ok()) {
+    if (!as_json) std::cout << "\n";
+    return FailRun(absl::Status(stopped.code(), absl::StrCat(stopped.message(), " after ", result->generated_ids.size(),
+                                                             " generated tokens")), timeout);
+  }
   if (stream) {
     const std::string rest = stream->Flush();
     text += rest;

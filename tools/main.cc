@@ -1,5 +1,7 @@
 // The `oneinfer` command line.
 #include <cstring>
+#include <exception>
+#include <new>
 #include <iostream>
 #include <string>
 
@@ -25,7 +27,25 @@ constexpr const char* kUsage =
 
 }  // namespace
 
+namespace {
+int Dispatch(int argc, char** argv);
+}  // namespace
+
+// The command line's last resort: anything thrown is one error line and exit 1, never an abort.
 int main(int argc, char** argv) {
+  try {
+    return Dispatch(argc, argv);
+  } catch (const std::bad_alloc& e) {
+    return oneinfer::cli::Fail(std::string("out of memory (") + e.what() + ")");
+  } catch (const std::exception& e) {
+    return oneinfer::cli::Fail(std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    return oneinfer::cli::Fail("unexpected exception of unknown type");
+  }
+}
+
+namespace {
+int Dispatch(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     std::cout << kUsage << oneinfer::cli::EnvironmentHelp();
     return argc < 2 ? 2 : 0;
@@ -46,3 +66,4 @@ int main(int argc, char** argv) {
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }
+}  // namespace

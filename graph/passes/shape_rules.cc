@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/checked_math.h"
 
 namespace oneinfer::shape_rules {
 
@@ -22,6 +23,15 @@ bool SameDim(const Dim& a, const Dim& b) {
 }
 
 constexpr size_t kMaxValueElems = 64;
+
+// The largest rank a rule builds from a dim (a shape input's length): past it the rank is left
+// unknown, so a declared dim of 2^40 does not become a vector of 2^40 dims at load.
+constexpr int64_t kMaxInferredRank = 1024;
+
+// a * b and a + b for dims from a model: false on a negative factor or an int64 overflow (the
+// dim is then unknown).
+bool MulDims(int64_t a, int64_t b, int64_t* out) { return CheckedMul(a, b, out); }
+bool AddDims(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
 
 std::optional<Elems> ValueOf(const Tensor& t) {
   if (t.rank() > 1 || t.num_elements() > static_cast<int64_t>(kMaxValueElems)) return std::nullopt;
@@ -97,7 +107,7 @@ struct Product {
   bool unknown = false;
   void Add(const Dim& d) {
     if (d.is_fixed()) {
-      num *= d.value;
+      if (!MulDims(num, d.value, &num)) unknown = true;
       return;
     }
     if (d.param.empty()) {
@@ -107,7 +117,7 @@ struct Product {
     const size_t star = d.param.find('*');  // "k*sym" from Scaled
     int64_t k = 0;
     if (star != std::string::npos && star > 0 && absl::SimpleAtoi(d.param.substr(0, star), &k) && k > 0) {
-      num *= k;
+      if (!MulDims(num, k, &num)) unknown = true;
       syms.insert(d.param.substr(star + 1));
     } else {
       syms.insert(d.param);
@@ -166,9 +176,13 @@ Dim SumDims(const Dims& ds) {
   int64_t num = 0;
   std::vector<std::string> syms;
   for (const Dim& d : ds) {
-    if (d.is_fixed()) num += d.value;
-    else if (d.param.empty()) return Dim();
-    else syms.push_back(d.param);
+    if (d.is_fixed()) {
+      if (!AddDims(num, d.value, &num)) return Dim();
+    } else if (d.param.empty()) {
+      return Dim();
+    } else {
+      syms.push_back(d.param);
+    }
   }
   if (syms.empty()) return Fixed(num);
   if (num != 0) syms.push_back(std::to_string(num));
@@ -194,9 +208,10 @@ std::optional<Elems> Arith(const std::string& op, const Elems& a, const Elems& b
     const bool xn = x.k == Elem::K::kNum, yn = y.k == Elem::K::kNum;
     Elem e;
     if (xn && yn) {
-      if (op == "Add") e = Elem::Num(x.num + y.num);
-      else if (op == "Sub") e = Elem::Num(x.num - y.num);
-      else if (op == "Mul") e = Elem::Num(x.num * y.num);
+      int64_t v = 0;  // an overflowing result stays unknown
+      if (op == "Add" && AddDims(x.num, y.num, &v)) e = Elem::Num(v);
+      else if (op == "Sub" && !__builtin_sub_overflow(x.num, y.num, &v)) e = Elem::Num(v);
+      else if (op == "Mul" && MulDims(x.num, y.num, &v)) e = Elem::Num(v);
       else if (op == "Div" && y.num != 0 && x.num % y.num == 0) e = Elem::Num(x.num / y.num);
     } else if (yn && ((y.num == 0 && (op == "Add" || op == "Sub")) || (y.num == 1 && (op == "Mul" || op == "Div")))) {
       e = x;
@@ -270,7 +285,9 @@ void Reshape(Ctx& c) {
   const Elems* target = c.Value(1);
   if (!target) {  // the rank still follows from a fixed-length shape input
     const Dims* ts = c.Shape(1);
-    if (ts && ts->size() == 1 && (*ts)[0].is_fixed()) return c.Set(0, c.Elem(0), Dims(static_cast<size_t>((*ts)[0].value)));
+    if (ts && ts->size() == 1 && (*ts)[0].is_fixed() && (*ts)[0].value >= 0 && (*ts)[0].value <= kMaxInferredRank) {
+      return c.Set(0, c.Elem(0), Dims(static_cast<size_t>((*ts)[0].value)));
+    }
     return c.Set(0, c.Elem(0), std::nullopt);
   }
   const Dims* in = c.Shape(0);
@@ -515,12 +532,13 @@ void Tile(Ctx& c) {
   Dims out = *s;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i].is_fixed() || out[i].param.empty() || (*reps)[i] < 0) {
-      out[i] = out[i].is_fixed() && (*reps)[i] >= 0 ? Fixed(out[i].value * (*reps)[i]) : Dim();
+      int64_t tiled = 0;
+      out[i] = out[i].is_fixed() && (*reps)[i] >= 0 && MulDims(out[i].value, (*reps)[i], &tiled) ? Fixed(tiled) : Dim();
       continue;
     }
     Product p, none;
     p.Add(out[i]);
-    p.num *= (*reps)[i];
+    if (!MulDims(p.num, (*reps)[i], &p.num)) p.unknown = true;
     out[i] = p.DivideBy(none);
   }
   c.Set(0, c.Elem(0), out);
@@ -535,9 +553,11 @@ void Pad(Ctx& c) {
   }
   Dims out = *s;
   for (size_t i = 0; i < out.size(); ++i) {
-    const int64_t add = (*pads)[i] + (*pads)[i + s->size()];
-    if (out[i].is_fixed()) out[i].value += add;
-    else if (add != 0) out[i] = Dim();
+    int64_t add = 0, padded = 0;
+    const bool fits = AddDims((*pads)[i], (*pads)[i + s->size()], &add);
+    // An overflowing or negative size stays unknown (the kernel refuses it with the node named).
+    if (out[i].is_fixed()) out[i] = fits && AddDims(out[i].value, add, &padded) && padded >= 0 ? Fixed(padded) : Dim();
+    else if (!fits || add != 0) out[i] = Dim();
   }
   c.Set(0, c.Elem(0), out);
 }
@@ -548,7 +568,9 @@ void ConstantOfShape(Ctx& c) {
   const Elems* target = c.Value(0);
   if (!target) {
     const Dims* ts = c.Shape(0);
-    if (ts && ts->size() == 1 && ts->at(0).is_fixed()) return c.Set(0, elem, Dims(static_cast<size_t>(ts->at(0).value)));
+    if (ts && ts->size() == 1 && ts->at(0).is_fixed() && ts->at(0).value >= 0 && ts->at(0).value <= kMaxInferredRank) {
+      return c.Set(0, elem, Dims(static_cast<size_t>(ts->at(0).value)));
+    }
     return c.Set(0, elem, std::nullopt);
   }
   Dims out;
@@ -594,7 +616,8 @@ void Range(Ctx& c) {
     }
   }
   const double q = std::ceil((v[1] - v[0]) / v[2]);
-  if (v[2] == 0 || !std::isfinite(q)) return c.Set(0, elem, Dims{Dim()});
+  // A length past int64 has no integer value: unknown here, refused by the kernel.
+  if (v[2] == 0 || !std::isfinite(q) || q >= 9.2e18) return c.Set(0, elem, Dims{Dim()});
   c.Set(0, elem, Dims{Fixed(std::max<int64_t>(static_cast<int64_t>(q), 0))});
 }
 
@@ -657,20 +680,22 @@ void Window(Ctx& c) {
       out.push_back(Dim());
       continue;
     }
-    const int64_t ek = (kernel[i] - 1) * dil[i] + 1, s = strides[i];
+    // In 128 bits: attributes from the model may overflow int64; a size past it stays unknown.
+    const __int128 ek = static_cast<__int128>(kernel[i] - 1) * dil[i] + 1, s = strides[i];
+    __int128 o = 0;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      out.push_back(Fixed((in.value + s - 1) / s));
-      continue;
+      o = (in.value + s - 1) / s;
+    } else {
+      const __int128 pb = auto_pad == "VALID" ? 0 : pads[i], pe = auto_pad == "VALID" ? 0 : pads[i + nd];
+      const __int128 span = in.value + pb + pe - ek;
+      if (span < 0) {
+        out.push_back(Dim());
+        continue;
+      }
+      o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+      if (ceil_mode && (o - 1) * s >= in.value + pb) --o;  // the last window starts inside
     }
-    const int64_t pb = auto_pad == "VALID" ? 0 : pads[i], pe = auto_pad == "VALID" ? 0 : pads[i + nd];
-    const int64_t span = in.value + pb + pe - ek;
-    if (span < 0) {
-      out.push_back(Dim());
-      continue;
-    }
-    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-    if (ceil_mode && (o - 1) * s >= in.value + pb) --o;  // the last window starts inside
-    out.push_back(Fixed(o));
+    out.push_back(o <= std::numeric_limits<int64_t>::max() ? Fixed(static_cast<int64_t>(o)) : Dim());
   }
   c.Set(0, c.Elem(0), out);
   if (op == "MaxPool") c.Set(1, DType::kInt64, out);

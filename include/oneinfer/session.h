@@ -1,6 +1,8 @@
 // oneinfer::Session: load an ONNX model once, run it many times.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -58,6 +60,26 @@ struct SessionOptions {
   // Per-run node timing profile in the log (also on at LogLevel::kVerbose).
   bool profile = false;
   NpuOptions npu;
+  // The most bytes one intermediate tensor may take; 0 = the machine's physical memory. A node
+  // whose output or scratch would be larger fails with ResourceExhausted naming it and the shape.
+  size_t max_tensor_bytes = 0;
+  // The most bytes of intermediate tensors alive at once in this session, all runs together;
+  // 0 = the machine's physical memory. Past it, the allocating node fails with ResourceExhausted.
+  size_t max_intermediate_bytes = 0;
+};
+
+// Per-call controls of Session::Run. Another thread (or a signal handler) may set `cancel` while
+// the run is going: the run stops at its next check (between nodes, and between iterations of
+// loops whose trip counts come from data) and returns Cancelled. Not copyable (the flag is atomic).
+struct RunOptions {
+  std::atomic<bool> cancel{false};
+  // The run stops with DeadlineExceeded at its first check past this time; the default is none.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Sets the deadline `seconds` from now (a timeout).
+  void SetTimeout(double seconds) {
+    deadline = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  }
 };
 
 // Declared metadata of a graph input or output. shape is empty with has_shape false
@@ -110,6 +132,9 @@ class ONEINFER_API Session {
   // returned in graph order; otherwise in the order asked.
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names = {}) const;
+  // The same, stoppable: Cancelled when run.cancel is set, DeadlineExceeded past run.deadline.
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds, const std::vector<std::string>& output_names,
+                                          const RunOptions& run) const;
 
   // The QDQ fusion's report for this session (empty when SessionOptions::qdq_fusion is false
   // or ONEINFER_QDQ=0).
