@@ -11,6 +11,7 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
+#include "ops/float_elements.h"
 #include "ops/kernel.h"
 #include "ops/op_util.h"
 
@@ -19,21 +20,6 @@ namespace oneinfer {
 namespace {
 
 constexpr char kMs[] = "com.microsoft";
-
-float Load(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat16: return F16ToF32(t.data<uint16_t>()[i]);
-    case DType::kBFloat16: return Bf16ToF32(t.data<uint16_t>()[i]);
-    default: return t.data<float>()[i];
-  }
-}
-void Store(Tensor& t, int64_t i, float v) {
-  switch (t.dtype()) {
-    case DType::kFloat16: t.data<uint16_t>()[i] = F32ToF16(v); break;
-    case DType::kBFloat16: t.data<uint16_t>()[i] = F32ToBf16(v); break;
-    default: t.data<float>()[i] = v;
-  }
-}
 
 float GeluErf(float x) { return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2))); }
 float GeluTanh(float x) {
@@ -58,7 +44,7 @@ absl::Status BiasedActivation(OpContext& ctx, size_t bias_index, bool bias_requi
   }
   Tensor& y = ctx.AllocateOutputUninitialized(0, x.dtype(), x.shape());
   ParallelFor(ctx.thread_pool(), x.num_elements(), 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) Store(y, i, f(Load(x, i) + (bias ? Load(*bias, i % hidden) : 0.0f)));
+    for (int64_t i = i0; i < i1; ++i) SetFloatAt(y, i, f(FloatAt(x, i) + (bias ? FloatAt(*bias, i % hidden) : 0.0f)));
   });
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
+#include "ops/float_elements.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/kernel.h"
 #include "ops/op_util.h"
@@ -31,19 +32,15 @@ namespace {
 
 constexpr char kMs[] = "com.microsoft";
 
-float ReadFloat(const Tensor& t, int64_t i) {
-  return t.dtype() == DType::kFloat16 ? F16ToF32(t.data<uint16_t>()[i]) : t.data<float>()[i];
-}
-
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
-float NBitsWeights::Scale(int64_t n, int64_t blk) const { return ReadFloat(scales, n * blocks + blk); }
+float NBitsWeights::Scale(int64_t n, int64_t blk) const { return FloatAt(scales, n * blocks + blk); }
 
 float NBitsWeights::ZeroPoint(int64_t n, int64_t blk) const {
   if (!zero_points.defined()) return static_cast<float>(1 << (bits - 1));
-  if (zero_points.dtype() != DType::kUInt8) return ReadFloat(zero_points, n * blocks + blk);
+  if (zero_points.dtype() != DType::kUInt8) return FloatAt(zero_points, n * blocks + blk);
   const int64_t bit = blk * bits;
   const uint8_t byte = zero_points.data<uint8_t>()[n * zp_row + bit / 8];
   return static_cast<float>((byte >> (bit % 8)) & ((1 << bits) - 1));
@@ -177,7 +174,7 @@ class MatMulNBitsKernel : public OpKernel {
       SgemmPacked(rows, N, K, 1.0f, a32, K, f32_, 0.0f, y32, N, ctx.thread_pool());
     if (bias != nullptr)
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t n = 0; n < N; ++n) y32[r * N + n] += ReadFloat(*bias, n);
+        for (int64_t n = 0; n < N; ++n) y32[r * N + n] += FloatAt(*bias, n);
     if (f16)
       for (int64_t i = 0; i < rows * N; ++i) y.data<uint16_t>()[i] = F32ToF16(y32[i]);
     return absl::OkStatus();

@@ -16,6 +16,7 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
+#include "ops/float_elements.h"
 #include "ops/kernel.h"
 #include "ops/op_util.h"
 
@@ -26,21 +27,6 @@ namespace {
 constexpr char kMs[] = "com.microsoft";
 
 bool IsNormType(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
-
-float Load(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat16: return F16ToF32(t.data<uint16_t>()[i]);
-    case DType::kBFloat16: return Bf16ToF32(t.data<uint16_t>()[i]);
-    default: return t.data<float>()[i];
-  }
-}
-void Store(Tensor& t, int64_t i, float v) {
-  switch (t.dtype()) {
-    case DType::kFloat16: t.data<uint16_t>()[i] = F32ToF16(v); break;
-    case DType::kBFloat16: t.data<uint16_t>()[i] = F32ToBf16(v); break;
-    default: t.data<float>()[i] = v;
-  }
-}
 
 // One row of `h` values already summed in float: statistics, then the normalised row.
 struct RowStats {
@@ -86,14 +72,14 @@ absl::Status SimplifiedLayerNorm(OpContext& ctx) {
   }
   if (h == 0) return absl::OkStatus();
   std::vector<float> g(static_cast<size_t>(h));
-  for (int64_t i = 0; i < h; ++i) g[i] = Load(scale, i);
+  for (int64_t i = 0; i < h; ++i) g[i] = FloatAt(scale, i);
   ParallelFor(ctx.thread_pool(), rows, 16, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(h));
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t i = 0; i < h; ++i) row[i] = Load(x, r * h + i);
+      for (int64_t i = 0; i < h; ++i) row[i] = FloatAt(x, r * h + i);
       const RowStats st = Stats(row.data(), h, /*simplified=*/true, epsilon);
       const float is = static_cast<float>(st.inv_std);
-      for (int64_t i = 0; i < h; ++i) Store(y, r * h + i, row[i] * is * g[i]);
+      for (int64_t i = 0; i < h; ++i) SetFloatAt(y, r * h + i, row[i] * is * g[i]);
       if (inv) inv->data<float>()[r] = is;
     }
   });
@@ -143,21 +129,21 @@ absl::Status SkipNorm(OpContext& ctx) {
   const int64_t skip_rows = skip.num_elements() / h;
   std::vector<float> g(h), b(h, 0.f), bi(h, 0.f);
   for (int64_t i = 0; i < h; ++i) {
-    g[i] = Load(gamma, i);
-    if (beta) b[i] = Load(*beta, i);
-    if (bias) bi[i] = Load(*bias, i);
+    g[i] = FloatAt(gamma, i);
+    if (beta) b[i] = FloatAt(*beta, i);
+    if (bias) bi[i] = FloatAt(*bias, i);
   }
   ParallelFor(ctx.thread_pool(), rows, 16, [&](int64_t r0, int64_t r1) {
     std::vector<float> s(static_cast<size_t>(h));
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t sr = r % skip_rows;
-      for (int64_t i = 0; i < h; ++i) s[i] = Load(x, r * h + i) + Load(skip, sr * h + i) + bi[i];
+      for (int64_t i = 0; i < h; ++i) s[i] = FloatAt(x, r * h + i) + FloatAt(skip, sr * h + i) + bi[i];
       const RowStats st = Stats(s.data(), h, kSimplified, epsilon);
       const float mean = static_cast<float>(st.mean), is = static_cast<float>(st.inv_std);
       for (int64_t i = 0; i < h; ++i) {
         const float v = kSimplified ? s[i] * is * g[i] : (s[i] - mean) * is * g[i] + b[i];
-        Store(y, r * h + i, v);
-        if (sum_out) Store(*sum_out, r * h + i, s[i]);
+        SetFloatAt(y, r * h + i, v);
+        if (sum_out) SetFloatAt(*sum_out, r * h + i, s[i]);
       }
       if (mean_out) mean_out->data<float>()[r] = kSimplified ? 0.f : mean;  // the RMS form has none: 0, as ONNX Runtime writes
       if (inv_out) inv_out->data<float>()[r] = is;
