@@ -148,6 +148,11 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Session& sess
 
 absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                                      const TokenCallback& on_token) const {
+  static const RunOptions kUnbounded;
+  const RunOptions& run = options.run ? *options.run : kUnbounded;
+  auto RunOnce = [&](const std::vector<Feed>& feeds, const std::vector<std::string>& names) {
+    return session_.Run(feeds, names, run);
+  };
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt) {
     if (id < 0 || (vocab_ > 0 && id >= vocab_)) {
@@ -175,7 +180,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
       std::copy(sequence.begin() + static_cast<long>(fed), sequence.begin() + static_cast<long>(fed + chunk),
                 ids.data<int64_t>());
       const auto t0 = std::chrono::steady_clock::now();
-      auto outs = session_.Run({{"input_ids", ids}, {"past_kv", past}}, {"present_kv"});
+      auto outs = RunOnce({{"input_ids", ids}, {"past_kv", past}}, {"present_kv"});
       if (!outs.ok()) return outs.status();
       result.prefill_ms += MsSince(t0);
       past = (*outs)[0];
@@ -189,8 +194,8 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
     std::vector<Feed> feeds = {{"input_ids", ids}};
     if (cached_) feeds.emplace_back("past_kv", past);
     const auto t0 = std::chrono::steady_clock::now();
-    auto outs = session_.Run(feeds, cached_ ? std::vector<std::string>{"logits", "present_kv"}
-                                            : std::vector<std::string>{"logits"});
+    auto outs = RunOnce(feeds, cached_ ? std::vector<std::string>{"logits", "present_kv"}
+                                       : std::vector<std::string>{"logits"});
     if (!outs.ok()) return outs.status();
     const double ms = MsSince(t0);
     if (step == 0) {

@@ -3,6 +3,7 @@
 // (151,936 floats) for every prompt position.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -116,6 +117,38 @@ TEST_F(LongPrompt, ANegativeChunkIsRefused) {
   auto r = (*gen)->Generate({1, 2, 3}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("prefill_chunk must be >= 0"), std::string::npos) << r.status();
+}
+
+TEST_F(LongPrompt, RunOptionsStopEveryForwardPass) {
+  SessionOptions so;
+  so.num_threads = 1;
+  auto session = Session::Load((*dir_ / "m" / "model.onnx").string(), so);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto gen = Generator::Create(**session);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  RunOptions run;
+  GenerateOptions o;
+  o.run = &run;
+  o.prefill_chunk = 16;
+  int tokens = 0;
+  auto count = [&](int32_t, const float*, int64_t) { return ++tokens > 0; };
+  // A deadline already past stops the first prefill chunk: no token is made.
+  run.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  auto r = (*gen)->Generate(Prompt(40, 3), o, count);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_EQ(tokens, 0);
+  // A cancel set while the callback says "go on" stops the next forward pass, not the callback.
+  run.deadline = std::chrono::steady_clock::time_point::max();
+  tokens = 0;
+  r = (*gen)->Generate(Prompt(40, 3), o, [&](int32_t, const float*, int64_t) {
+    ++tokens;
+    run.cancel = true;
+    return true;
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_EQ(tokens, 1);
 }
 
 }  // namespace

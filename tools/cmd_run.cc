@@ -39,7 +39,7 @@ constexpr const char* kHelp =
     "                         prompt (the text encoded), prompt_tokens, generated_ids, text, load_ms,\n"
     "                         prefill_ms, decode_ms_per_token, tokens_per_s\n"
     "  --timeout SECONDS      stop generating past this time from the start (exit 1); Ctrl-C\n"
-    "                         stops it too (exit 130). Both take effect between tokens.\n"
+    "                         stops it too (exit 130), also in the middle of a prompt's prefill.\n"
     "  --dump-logits FILE     write the float32 logits of the last position of every step\n"
     "                         (raw little-endian, one row of vocab floats per step)\n"
     "\n"
@@ -157,12 +157,14 @@ int CmdRun(int argc, char** argv) {
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("run needs exactly one MODEL.onnx (see oneinfer run --help)");
   if (has_prompt == !prompt_ids.empty()) return Fail("run needs exactly one of --prompt and --prompt-ids");
-  // The Generator takes no RunOptions yet: the deadline and Ctrl-C are checked between tokens.
+  // The deadline and Ctrl-C stop a forward pass between nodes (GenerateOptions::run), and the
+  // token callback below stops generation between tokens.
   RunOptions run;
   if (auto s = StopRunOnTimeoutOrInterrupt(timeout, &run); !s.ok()) return Fail(s);
   absl::Status stopped;
 
   GenerateOptions gen;
+  gen.run = &run;
   SessionOptions sopts;
   if (auto s = ParseMatMulFlag(matmul, &sopts.matmul); !s.ok()) return Fail(s);
   if (auto s = ApplySessionEnvironment(&sopts); !s.ok()) return Fail(s);

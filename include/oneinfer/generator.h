@@ -31,6 +31,9 @@ struct GenerateOptions {
   // Cached models take a longer prompt this many tokens at a time (0 = all at once): attention
   // then needs chunk x prompt floats per head, not prompt x prompt. Same tokens either way.
   int prefill_chunk = 256;
+  // Checked by every forward pass (between nodes, Loop iterations, ...): setting its cancel flag
+  // or passing its deadline stops generation, also in the middle of a prefill. nullptr = none.
+  const RunOptions* run = nullptr;
 };
 
 struct GenerationResult {
