@@ -43,25 +43,39 @@ class LongPrompt : public ::testing::Test {
     std::vector<std::vector<float>> logits;
     size_t peak_bytes = 0;
   };
-  static Run Generate(const std::vector<int32_t>& prompt, int chunk, int new_tokens = 8) {
+  // The tiny cached model on one thread; gen is null (with a test failure) if it did not load.
+  struct Loaded {
+    std::unique_ptr<Session> session;
+    std::unique_ptr<Generator> gen;
+  };
+  static Loaded Load() {
     SessionOptions so;
     so.num_threads = 1;
+    Loaded m;
     auto session = Session::Load((*dir_ / "m" / "model.onnx").string(), so);
     EXPECT_TRUE(session.ok()) << session.status();
-    auto gen = Generator::Create(**session);
+    if (!session.ok()) return m;
+    m.session = std::move(*session);
+    auto gen = Generator::Create(*m.session);
     EXPECT_TRUE(gen.ok()) << gen.status();
-    EXPECT_TRUE((*gen)->cached());
+    if (gen.ok()) m.gen = std::move(*gen);
+    return m;
+  }
+  static Run Generate(const std::vector<int32_t>& prompt, int chunk, int new_tokens = 8) {
+    const Loaded m = Load();
+    if (!m.gen) return {};
+    EXPECT_TRUE(m.gen->cached());
     GenerateOptions o;
     o.max_new_tokens = new_tokens;
     o.prefill_chunk = chunk;
     Run run;
-    auto result = (*gen)->Generate(prompt, o, [&](int32_t, const float* logits, int64_t vocab) {
+    auto result = m.gen->Generate(prompt, o, [&](int32_t, const float* logits, int64_t vocab) {
       run.logits.emplace_back(logits, logits + vocab);
       return true;
     });
     EXPECT_TRUE(result.ok()) << result.status();
     if (result.ok()) run.tokens = result->generated_ids;
-    run.peak_bytes = (*session)->peak_intermediate_bytes();
+    run.peak_bytes = m.session->peak_intermediate_bytes();
     return run;
   }
   static fs::path* dir_;
@@ -106,26 +120,18 @@ TEST_F(LongPrompt, ChunkedPrefillMemoryDoesNotGrowWithThePromptsLogits) {
 }
 
 TEST_F(LongPrompt, ANegativeChunkIsRefused) {
-  SessionOptions so;
-  so.num_threads = 1;
-  auto session = Session::Load((*dir_ / "m" / "model.onnx").string(), so);
-  ASSERT_TRUE(session.ok()) << session.status();
-  auto gen = Generator::Create(**session);
-  ASSERT_TRUE(gen.ok()) << gen.status();
+  const Loaded m = Load();
+  ASSERT_TRUE(m.gen);
   GenerateOptions o;
   o.prefill_chunk = -1;
-  auto r = (*gen)->Generate({1, 2, 3}, o);
+  auto r = m.gen->Generate({1, 2, 3}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("prefill_chunk must be >= 0"), std::string::npos) << r.status();
 }
 
 TEST_F(LongPrompt, RunOptionsStopEveryForwardPass) {
-  SessionOptions so;
-  so.num_threads = 1;
-  auto session = Session::Load((*dir_ / "m" / "model.onnx").string(), so);
-  ASSERT_TRUE(session.ok()) << session.status();
-  auto gen = Generator::Create(**session);
-  ASSERT_TRUE(gen.ok()) << gen.status();
+  const Loaded m = Load();
+  ASSERT_TRUE(m.gen);
   RunOptions run;
   GenerateOptions o;
   o.run = &run;
@@ -134,14 +140,14 @@ TEST_F(LongPrompt, RunOptionsStopEveryForwardPass) {
   auto count = [&](int32_t, const float*, int64_t) { return ++tokens > 0; };
   // A deadline already past stops the first prefill chunk: no token is made.
   run.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-  auto r = (*gen)->Generate(Prompt(40, 3), o, count);
+  auto r = m.gen->Generate(Prompt(40, 3), o, count);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   EXPECT_EQ(tokens, 0);
   // A cancel set while the callback says "go on" stops the next forward pass, not the callback.
   run.deadline = std::chrono::steady_clock::time_point::max();
   tokens = 0;
-  r = (*gen)->Generate(Prompt(40, 3), o, [&](int32_t, const float*, int64_t) {
+  r = m.gen->Generate(Prompt(40, 3), o, [&](int32_t, const float*, int64_t) {
     ++tokens;
     run.cancel = true;
     return true;
