@@ -6,10 +6,7 @@
 //   ROOT/CASE/ort/error.txt with ONNX Runtime's message when it refuses the graph.
 const fs = require('fs');
 const path = require('path');
-const ort = require('onnxruntime-node');
-
-const arrays = {int8: Int8Array, uint8: Uint8Array, float32: Float32Array, float16: Uint16Array,
-                int32: Int32Array, int64: BigInt64Array};
+const {ort, readFeeds, writeOutputs} = require('./ort_io');
 
 (async () => {
   const args = process.argv.slice(2);
@@ -20,13 +17,7 @@ const arrays = {int8: Int8Array, uint8: Uint8Array, float32: Float32Array, float
     const dir = path.join(root, c);
     const outDir = path.join(dir, 'ort');
     fs.mkdirSync(outDir, {recursive: true});
-    const specs = JSON.parse(fs.readFileSync(path.join(dir, 'in.json'), 'utf8'));
-    const feeds = {};
-    for (const s of specs) {
-      const buf = fs.readFileSync(path.join(dir, s.file));
-      const copy = new Uint8Array(buf).buffer;  // aligned for typed arrays
-      feeds[s.name] = new ort.Tensor(s.type, new arrays[s.type](copy), s.dims);
-    }
+    const feeds = readFeeds(path.join(dir, 'in.json'));
     let session, result;
     try {
       session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'),
@@ -36,13 +27,6 @@ const arrays = {int8: Int8Array, uint8: Uint8Array, float32: Float32Array, float
       fs.writeFileSync(path.join(outDir, 'error.txt'), String(e.message || e).split('\n')[0]);
       continue;
     }
-    const outs = [];
-    session.outputNames.forEach((name, i) => {
-      const t = result[name];
-      const file = `output_${i}.bin`;
-      fs.writeFileSync(path.join(outDir, file), Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
-      outs.push({name, type: t.type, dims: t.dims, file});
-    });
-    fs.writeFileSync(path.join(outDir, 'outputs.json'), JSON.stringify(outs));
+    writeOutputs(session, result, outDir);
   }
 })().catch((e) => { console.error(e); process.exit(1); });
