@@ -16,9 +16,47 @@ namespace oneinfer {
 namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kHugePage = size_t{2} << 20;
-// Blocks cached beyond this many bytes over the in-use count are freed, so a growing
-// KV cache does not pin every old size forever.
-constexpr size_t kMaxCachedSlack = size_t{256} << 20;
+// Freed blocks are kept for reuse up to this many bytes in all, so a growing KV cache (a new size
+// class every eighth of a doubling) does not pin every old size, and peak RSS stays in-use + this.
+constexpr size_t kMaxCachedBytes = size_t{64} << 20;
+
+// Under AddressSanitizer every block comes from (and returns to) the instrumented heap, uncached,
+// so that an overrun or a use after release is reported instead of landing in a pooled block.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizedHeap = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitizedHeap = true;
+#else
+constexpr bool kSanitizedHeap = false;
+#endif
+#else
+constexpr bool kSanitizedHeap = false;
+#endif
+
+size_t HugeSpan(size_t size_class) { return (size_class + kHugePage - 1) / kHugePage * kHugePage; }
+
+// Big blocks (KV caches, logits, attention scores) are their own 2 MB-aligned mappings with
+// transparent huge pages: fewer faults, and unmapping returns them to the system at once,
+// where a heap block could stay resident behind glibc's moving mmap threshold.
+void* SystemAlloc(size_t size_class) {
+  if (kSanitizedHeap || size_class < kHugePage) return std::aligned_alloc(kAlign, size_class);
+  const size_t bytes = HugeSpan(size_class), span = bytes + kHugePage;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(raw, aligned - start);
+  if (start + span > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), start + span - aligned - bytes);
+  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void SystemFree(void* p, size_t size_class) {
+  if (kSanitizedHeap || size_class < kHugePage) std::free(p);
+  else munmap(p, HugeSpan(size_class));
+}
+
 }  // namespace
 
 size_t AllocatorSizeClass(size_t bytes) {
@@ -59,27 +97,25 @@ void* Allocator::Take(size_t size_class, bool* over_limit) {
       return p;
     }
   }
-  // Big blocks (KV caches, logits) get 2 MB pages: fewer faults, and they stay cached here.
-  const bool huge = size_class >= kHugePage;
-  void* p = std::aligned_alloc(huge ? kHugePage : kAlign, huge ? (size_class + kHugePage - 1) / kHugePage * kHugePage : size_class);
+  void* p = SystemAlloc(size_class);
   if (p == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= size_class;
-    return nullptr;
   }
-  if (huge) madvise(p, size_class, MADV_HUGEPAGE);
   return p;
 }
 
 void Allocator::Give(void* p, size_t size_class) {
-  std::lock_guard<std::mutex> lock(mu_);
-  in_use_ -= size_class;
-  if (cached_bytes_ + size_class > in_use_ + kMaxCachedSlack) {
-    std::free(p);
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_ -= size_class;
+    if (!kSanitizedHeap && cached_bytes_ + size_class <= kMaxCachedBytes) {
+      free_[size_class].push_back(p);
+      cached_bytes_ += size_class;
+      return;
+    }
   }
-  free_[size_class].push_back(p);
-  cached_bytes_ += size_class;
+  SystemFree(p, size_class);
 }
 
 absl::StatusOr<Tensor> Allocator::TryAllocate(DType dtype, Shape shape, bool zero) {
@@ -149,7 +185,7 @@ void Allocator::ResetPeak() {
 void Allocator::Trim() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [size_class, blocks] : free_) {
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) SystemFree(p, size_class);
   }
   free_.clear();
   cached_bytes_ = 0;

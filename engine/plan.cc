@@ -76,9 +76,11 @@ class PlanInit : public KernelInit {
 // OpContext for one step of one run.
 class PlanContext : public OpContext {
  public:
+  // release: the slots this run frees after the step (their last reader is this step).
   PlanContext(const ExecutionPlan& plan, const ExecutionPlan::Step& step, std::vector<const Value*>& ptr,
-              std::vector<Value>& owned, const RunControl& run)
-      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), run_(run), scratch_(step.outputs.size()) {}
+              std::vector<Value>& owned, const RunControl& run, const std::vector<int>& release)
+      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), run_(run), release_(release),
+        scratch_(step.outputs.size()) {}
 
   const Node& node() const override { return *step_.node; }
   int64_t opset() const override { return step_.opset; }
@@ -108,6 +110,24 @@ class PlanContext : public OpContext {
     v = Value::FromTensor(plan_.res_.allocator->Allocate(dtype, shape, /*zero=*/false));
     return v.tensor;
   }
+  Tensor* ReuseInputAsOutput(size_t k, size_t i, DType dtype, const Shape& shape) override {
+    if (!has_input(k) || !has_output(i)) return nullptr;
+    const int s = step_.inputs[k];
+    const auto slot = static_cast<size_t>(s);
+    // A node output of this run (not a feed, constant or outer value), read by no later step.
+    if (plan_.slots_[slot].kind != ExecutionPlan::SlotKind::kNodeOutput || ptr_[slot] != &owned_[slot]) return nullptr;
+    if (std::find(release_.begin(), release_.end(), s) == release_.end()) return nullptr;
+    for (int other : step_.implicit_inputs) if (other == s) return nullptr;
+    const Value& v = owned_[slot];
+    // The only tensor on its storage: no view (Reshape, Identity), sequence or output shares it.
+    if (!v.is_tensor() || v.tensor.dtype() != dtype || v.tensor.shape() != shape || v.tensor.holder() == nullptr ||
+        v.tensor.holder().use_count() != 1 || v.tensor.raw_data() != v.tensor.holder().get()) {
+      return nullptr;
+    }
+    Value& out = OutputSlot(i);
+    out = v;
+    return &out.tensor;
+  }
   void SetOutput(size_t i, Tensor t) override { OutputSlot(i) = Value::FromTensor(std::move(t)); }
   void SetOutputValue(size_t i, Value v) override { OutputSlot(i) = std::move(v); }
   Tensor AllocateTemp(DType dtype, const Shape& shape, bool zero = true) override {
@@ -131,6 +151,7 @@ class PlanContext : public OpContext {
   std::vector<const Value*>& ptr_;
   std::vector<Value>& owned_;
   const RunControl& run_;
+  const std::vector<int>& release_;
   std::vector<Value> scratch_;
 };
 
@@ -265,8 +286,50 @@ absl::Status ExecutionPlan::PrepareWeights() const {
   return absl::OkStatus();
 }
 
+ExecutionPlan::Schedule ExecutionPlan::PrunedSchedule(const std::vector<bool>& wanted) const {
+  std::vector<char> needed(slots_.size(), 0);
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    if (wanted[i]) needed[static_cast<size_t>(output_slots_[i])] = 1;
+  }
+  std::vector<char> runs(steps_.size(), 0);
+  for (size_t k = steps_.size(); k-- > 0;) {
+    const Step& st = steps_[k];
+    for (int s : st.outputs) if (s >= 0 && needed[static_cast<size_t>(s)]) runs[k] = 1;
+    if (!runs[k]) continue;
+    for (int s : st.inputs) if (s >= 0) needed[static_cast<size_t>(s)] = 1;
+    for (int s : st.implicit_inputs) needed[static_cast<size_t>(s)] = 1;
+  }
+  Schedule schedule;
+  for (size_t k = 0; k < steps_.size(); ++k) if (runs[k]) schedule.steps.push_back(k);
+  // As in Build: each node output is released after its last reader among the steps that run.
+  std::vector<int> last_use(slots_.size(), -1);
+  for (size_t j = 0; j < schedule.steps.size(); ++j) {
+    const Step& st = steps_[schedule.steps[j]];
+    const int at = static_cast<int>(j);
+    for (int s : st.inputs) if (s >= 0) last_use[static_cast<size_t>(s)] = at;
+    for (int s : st.implicit_inputs) last_use[static_cast<size_t>(s)] = at;
+    for (int s : st.outputs) if (s >= 0 && last_use[static_cast<size_t>(s)] < at) last_use[static_cast<size_t>(s)] = at;
+  }
+  schedule.release_after.resize(schedule.steps.size());
+  const std::set<int> kept(output_slots_.begin(), output_slots_.end());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].kind != SlotKind::kNodeOutput || kept.count(static_cast<int>(s)) || last_use[s] < 0) continue;
+    schedule.release_after[static_cast<size_t>(last_use[s])].push_back(static_cast<int>(s));
+  }
+  return schedule;
+}
+
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
-                                                          const OuterLookup& outer, const RunControl& run) const {
+                                                          const OuterLookup& outer, const RunControl& run,
+                                                          const std::vector<bool>& wanted) const {
+  if (!wanted.empty() && wanted.size() != output_slots_.size()) {
+    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
+  }
+  // A run that wants every output takes the plan's own schedule (no copy).
+  const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
+  Schedule pruned;
+  if (prune) pruned = PrunedSchedule(wanted);
+  const size_t count = prune ? pruned.steps.size() : steps_.size();
   std::vector<const Value*> ptr(slots_.size(), nullptr);
   std::vector<Value> owned(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {
@@ -297,10 +360,11 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
   std::vector<Clock::time_point> ends;
   Clock::time_point start;
   if (profile_) {
-    ends.resize(steps_.size());
+    ends.resize(count);
     start = Clock::now();
   }
-  for (size_t k = 0; k < steps_.size(); ++k) {
+  for (size_t j = 0; j < count; ++j) {
+    const size_t k = prune ? pruned.steps[j] : j;
     const Step& step = steps_[k];
     const Node& n = *step.node;
     if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, n);  // names where it stopped
@@ -315,7 +379,8 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
         }
       }
     }
-    PlanContext ctx(*this, step, ptr, owned, run);
+    const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
+    PlanContext ctx(*this, step, ptr, owned, run, release);
     absl::Status s;
     try {
       s = step.kernel->Compute(ctx);
@@ -335,24 +400,36 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
         return absl::InternalError(absl::StrCat(n.Describe(), ": the kernel did not produce output '", n.outputs[i], "'"));
       }
     }
-    for (int r : step.release_after) {
+    for (int r : release) {
       owned[static_cast<size_t>(r)] = Value();
       ptr[static_cast<size_t>(r)] = nullptr;
     }
-    if (profile_) ends[k] = Clock::now();
+    if (profile_) ends[j] = Clock::now();
   }
-  if (profile_) LogProfile(start, ends);
+  if (profile_) {
+    std::vector<size_t> ran = pruned.steps;
+    if (!prune) {
+      ran.resize(steps_.size());
+      std::iota(ran.begin(), ran.end(), size_t{0});
+    }
+    LogProfile(start, ran, ends);
+  }
   std::vector<Value> results;
   results.reserve(output_slots_.size());
-  for (int s : output_slots_) {
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    const int s = output_slots_[i];
     const Value* v = ptr[static_cast<size_t>(s)];
+    if (v == nullptr && prune && !wanted[i]) {
+      results.emplace_back();
+      continue;
+    }
     if (v == nullptr) return absl::InternalError(absl::StrCat("output '", slots_[static_cast<size_t>(s)].name, "' was not computed"));
     results.push_back(*v);
   }
   return results;
 }
 
-void ExecutionPlan::LogProfile(std::chrono::steady_clock::time_point start,
+void ExecutionPlan::LogProfile(std::chrono::steady_clock::time_point start, const std::vector<size_t>& ran,
                                const std::vector<std::chrono::steady_clock::time_point>& ends) const {
   constexpr size_t kTop = 20;
   std::vector<double> ms(ends.size());
@@ -366,14 +443,14 @@ void ExecutionPlan::LogProfile(std::chrono::steady_clock::time_point start,
   std::string text = absl::StrFormat("profile: %.3f ms in %d steps%s", total, ms.size(),
                                      ms.size() > kTop ? absl::StrCat(", the slowest ", kTop, ":") : ":");
   for (size_t i = 0; i < order.size() && i < kTop; ++i) {
-    const Node& n = *steps_[order[i]].node;
+    const Node& n = *steps_[ran[order[i]]].node;
     absl::StrAppendFormat(&text, "\n%10.3f ms %5.1f%%  %s '%s'", ms[order[i]], total > 0 ? 100 * ms[order[i]] / total : 0.0,
                           n.op_type, n.name);
   }
   // The same time by operator type, which says where a model's time goes at a glance.
   std::map<std::string, std::pair<double, int>> by_op;
   for (size_t k = 0; k < ms.size(); ++k) {
-    auto& e = by_op[steps_[k].node->op_type];
+    auto& e = by_op[steps_[ran[k]].node->op_type];
     e.first += ms[k];
     e.second++;
   }

@@ -37,9 +37,12 @@ class ExecutionPlan : public SubgraphRunner {
                                                               const std::set<std::string>& outer_names);
 
   // inputs[i] is the value of graph input i, or nullptr to use its initializer. `run` is checked
-  // before each node (Cancelled / DeadlineExceeded) and handed to the kernels.
+  // before each node (Cancelled / DeadlineExceeded) and handed to the kernels. `wanted` (one flag
+  // per graph output; empty = all) limits the run to the nodes those outputs depend on; an output
+  // not wanted comes back as an empty Value.
   absl::StatusOr<std::vector<Value>> Execute(const std::vector<const Value*>& inputs,
-                                             const OuterLookup& outer, const RunControl& run = {}) const;
+                                             const OuterLookup& outer, const RunControl& run = {},
+                                             const std::vector<bool>& wanted = {}) const;
 
   // SubgraphRunner
   const Graph& graph() const override { return *graph_; }
@@ -74,10 +77,18 @@ class ExecutionPlan : public SubgraphRunner {
     bool has_constant = false;
   };
 
+  // The steps a run makes, in order, and the slots released after each (index into steps).
+  struct Schedule {
+    std::vector<size_t> steps;
+    std::vector<std::vector<int>> release_after;
+  };
+
   ExecutionPlan() = default;
+  // The steps that the wanted outputs depend on, with releases after their last needed reader.
+  Schedule PrunedSchedule(const std::vector<bool>& wanted) const;
   int SlotOf(const std::string& name) const;
-  // ends[k] = when step k finished; start = when the first began.
-  void LogProfile(std::chrono::steady_clock::time_point start,
+  // ends[j] = when step ran[j] finished; start = when the first began.
+  void LogProfile(std::chrono::steady_clock::time_point start, const std::vector<size_t>& ran,
                   const std::vector<std::chrono::steady_clock::time_point>& ends) const;
 
   std::shared_ptr<const Graph> graph_;

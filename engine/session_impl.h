@@ -32,9 +32,13 @@ class SessionImpl {
   npu::Router* npu_router() const { return npu_router_.get(); }
 
   // Runs with values (tensors, sequences, optionals) fed by name; outputs in graph order.
-  // `run` (optional) stops it: Cancelled / DeadlineExceeded.
+  // `run` (optional) stops it: Cancelled / DeadlineExceeded. `wanted` (a flag per output; empty =
+  // all): only the nodes the wanted outputs need run, and the others come back empty.
   absl::StatusOr<std::vector<Value>> RunValues(const std::vector<std::pair<std::string, Value>>& feeds,
-                                               const RunOptions* run = nullptr) const;
+                                               const RunOptions* run = nullptr,
+                                               const std::vector<bool>& wanted = {}) const;
+  // Named outputs are the only ones computed (a prefill chunk asking for the KV cache alone skips
+  // the logits); no names = every output.
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names,
                                           const RunOptions* run = nullptr) const;
@@ -54,6 +58,8 @@ class SessionImpl {
   std::vector<IOInfo> outputs_;
   int folded_ = 0;
   QdqFusionSummary qdq_fusion_;
+  // Mapped embedding tables whose pages each run drops again (GatherOnlyTables in session.cc).
+  std::vector<Tensor> gather_only_tables_;
 };
 
 }  // namespace oneinfer

@@ -174,17 +174,19 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
     if (max_positions_ > 0 && static_cast<int64_t>(sequence.size()) > max_positions_) break;
     // A long prompt goes through the cache a chunk at a time: each chunk's attention is
     // chunk x (past + chunk), so memory grows linearly with the prompt, not quadratically.
-    // Only the last chunk's logits choose a token; the others' are dropped at once.
-    while (step == 0 && cached_ && chunk > 0 && sequence.size() - fed > chunk) {
-      Tensor ids = Tensor::Empty(DType::kInt64, {1, static_cast<int64_t>(chunk)});
-      std::copy(sequence.begin() + static_cast<long>(fed), sequence.begin() + static_cast<long>(fed + chunk),
+    // The chunks ask for the cache alone, so the session skips their logits; the prompt's last
+    // token then runs by itself and its single row of logits chooses the first token.
+    while (step == 0 && cached_ && chunk > 0 && sequence.size() - fed > 1) {
+      const size_t take = std::min(chunk, sequence.size() - fed - 1);
+      Tensor ids = Tensor::Empty(DType::kInt64, {1, static_cast<int64_t>(take)});
+      std::copy(sequence.begin() + static_cast<long>(fed), sequence.begin() + static_cast<long>(fed + take),
                 ids.data<int64_t>());
       const auto t0 = std::chrono::steady_clock::now();
       auto outs = RunOnce({{"input_ids", ids}, {"past_kv", past}}, {"present_kv"});
       if (!outs.ok()) return outs.status();
       result.prefill_ms += MsSince(t0);
       past = (*outs)[0];
-      fed += chunk;
+      fed += take;
     }
     // Only the tokens the cache has not seen go in; without a cache, all of them.
     const size_t first = cached_ ? fed : 0;

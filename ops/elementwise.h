@@ -171,7 +171,8 @@ KernelFn UnaryOp(F f, V vec = nullptr) {
     const Tensor& x = ctx.input(0);
     return Dispatch(TL{}, ctx, x.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
-      Tensor& y = ctx.AllocateOutput(0, x.dtype(), x.shape());
+      Tensor* reused = ctx.ReuseInputAsOutput(0, 0, x.dtype(), x.shape());
+      Tensor& y = reused != nullptr ? *reused : ctx.AllocateOutput(0, x.dtype(), x.shape());
       if constexpr (std::is_same_v<T, float> && !std::is_same_v<V, NoVec>) {
         Unary<float, float>(x, y, ctx.thread_pool(), f, vec);
       } else {
@@ -220,7 +221,13 @@ KernelFn BinaryOp(F f, V vec = nullptr) {
     return Dispatch(TL{}, ctx, a.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
       using TO = std::conditional_t<kBoolOut, bool, T>;
-      Tensor& o = ctx.AllocateOutput(0, DTypeOf<TO>(), *shape);
+      // The result may overwrite an input of its own shape that nothing reads afterwards (b only
+      // when LegacyAlign left it as it came).
+      Tensor* reused = ctx.ReuseInputAsOutput(0, 0, DTypeOf<TO>(), *shape);
+      if (reused == nullptr && b->raw_data() == ctx.input(1).raw_data()) {
+        reused = ctx.ReuseInputAsOutput(1, 0, DTypeOf<TO>(), *shape);
+      }
+      Tensor& o = reused != nullptr ? *reused : ctx.AllocateOutput(0, DTypeOf<TO>(), *shape);
       if constexpr (std::is_same_v<T, float> && !kBoolOut && !std::is_same_v<V, NoVec>) {
         Binary<float, float, float>(a, *b, o, ctx.thread_pool(), f, vec);
       } else {

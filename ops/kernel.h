@@ -121,6 +121,14 @@ class OpContext {
   virtual Tensor& AllocateOutput(size_t i, DType dtype, const Shape& shape) = 0;
   // Same, without the zero fill, for kernels that write every element (hot paths).
   virtual Tensor& AllocateOutputUninitialized(size_t i, DType dtype, const Shape& shape) = 0;
+  // Input k's own storage as output i, for a kernel whose output element j depends on element j
+  // of input k alone (elementwise ops, a softmax row): given when input k is an intermediate that
+  // no later node reads and no other tensor shares, and has this dtype and shape. The kernel then
+  // writes its result over the input. nullptr otherwise: allocate as usual.
+  virtual Tensor* ReuseInputAsOutput(size_t k, size_t i, DType dtype, const Shape& shape) {
+    (void)k, (void)i, (void)dtype, (void)shape;
+    return nullptr;
+  }
   // Sets output i to an existing tensor (a view of an input, a constant, ...).
   virtual void SetOutput(size_t i, Tensor t) = 0;
   virtual void SetOutputValue(size_t i, Value v) = 0;

@@ -479,7 +479,9 @@ KernelFactory MakeSoftmax() {
         else if (i == axis || coerce_2d) n *= d;
         else inner *= d;
       }
-      Tensor& y = ctx.AllocateOutput(0, x.dtype(), x.shape());
+      // Each row is read whole (its max, its sum) before any of it is written: in place is safe.
+      Tensor* reused = ctx.ReuseInputAsOutput(0, 0, x.dtype(), x.shape());
+      Tensor& y = reused != nullptr ? *reused : ctx.AllocateOutput(0, x.dtype(), x.shape());
       if (x.num_elements() == 0) return absl::OkStatus();
       return VisitNumeric(x.dtype(), [&](auto tag) -> absl::Status {
         using T = typename decltype(tag)::type;

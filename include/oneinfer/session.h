@@ -129,7 +129,8 @@ class ONEINFER_API Session {
 
   // Runs the graph. Feeds are checked by name, dtype, rank and fixed dims; each problem is
   // an InvalidArgument error naming the input. output_names empty = all graph outputs,
-  // returned in graph order; otherwise in the order asked.
+  // returned in graph order; otherwise in the order asked, and only the nodes those outputs
+  // depend on run (a prefill chunk that asks for the KV cache alone skips the logits).
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names = {}) const;
   // The same, stoppable: Cancelled when run.cancel is set, DeadlineExceeded past run.deadline.
