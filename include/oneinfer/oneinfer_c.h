@@ -89,7 +89,10 @@ typedef enum oneinfer_dtype {
   ONEINFER_DTYPE_UINT64 = 13,
   ONEINFER_DTYPE_BFLOAT16 = 16,
   ONEINFER_DTYPE_UINT4 = 21, /* two per byte, low nibble first */
-  ONEINFER_DTYPE_INT4 = 22
+  ONEINFER_DTYPE_INT4 = 22,
+  /* Not a type: makes every int value a valid oneinfer_dtype, so that a caller's bad value is
+     refused with an error ("unknown dtype") instead of being undefined behaviour in C++. */
+  ONEINFER_DTYPE_MAX_ENUM = 0x7fffffff
 } oneinfer_dtype;
 
 /* The type's name ("float32", "int64", ...; static storage). */
@@ -136,7 +139,8 @@ typedef struct oneinfer_session_options oneinfer_session_options;
 /* MatMuls with a constant float weight (oneinfer::MatMulPrecision). */
 typedef enum oneinfer_matmul_precision {
   ONEINFER_MATMUL_FLOAT32 = 0,
-  ONEINFER_MATMUL_INT8 = 1 /* dynamic A8W8 */
+  ONEINFER_MATMUL_INT8 = 1, /* dynamic A8W8 */
+  ONEINFER_MATMUL_MAX_ENUM = 0x7fffffff /* not a precision (see ONEINFER_DTYPE_MAX_ENUM) */
 } oneinfer_matmul_precision;
 
 /* Log levels (oneinfer::LogLevel). */
@@ -144,7 +148,8 @@ typedef enum oneinfer_log_level {
   ONEINFER_LOG_ERROR = 0,
   ONEINFER_LOG_WARNING = 1,
   ONEINFER_LOG_INFO = 2,
-  ONEINFER_LOG_VERBOSE = 3
+  ONEINFER_LOG_VERBOSE = 3,
+  ONEINFER_LOG_MAX_ENUM = 0x7fffffff /* not a level (see ONEINFER_DTYPE_MAX_ENUM) */
 } oneinfer_log_level;
 
 /* Options with the C++ SessionOptions defaults. */
