@@ -210,12 +210,16 @@ KernelFn VariadicOp(bool mean, F f, V vec = nullptr) {
 
 void RegisterBinaryOps(KernelRegistry& r) {
   // ---- binary arithmetic
-  auto add = [](auto x, auto y) { return x + y; };
-  auto sub = [](auto x, auto y) { return x - y; };
-  auto mul = [](auto x, auto y) { return x * y; };
-  AddVersions(r, "Add", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(add, add));
-  AddVersions(r, "Sub", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(sub, sub));
-  AddVersions(r, "Mul", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(mul, mul));
+  // Scalar forms wrap integers around (WrapAdd, ...); the vector forms see float arrays only.
+  auto add = [](auto x, auto y) { return WrapAdd(x, y); };
+  auto sub = [](auto x, auto y) { return WrapSub(x, y); };
+  auto mul = [](auto x, auto y) { return WrapMul(x, y); };
+  auto vadd = [](const auto& x, const auto& y) { return x + y; };
+  auto vsub = [](const auto& x, const auto& y) { return x - y; };
+  auto vmul = [](const auto& x, const auto& y) { return x * y; };
+  AddVersions(r, "Add", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(add, vadd));
+  AddVersions(r, "Sub", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(sub, vsub));
+  AddVersions(r, "Mul", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(mul, vmul));
   AddVersions(r, "Div", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(
                                          [](auto x, auto y) {
                                            if constexpr (std::is_integral_v<decltype(x)>) return IntDiv(x, y);
@@ -259,8 +263,8 @@ void RegisterBinaryOps(KernelRegistry& r) {
   AddVersions(r, "PRelu", {1, 6, 7, 9, 16}, PReluKernel);
 
   // ---- variadic
-  AddVersions(r, "Sum", {1, 6, 8, 13}, VariadicOp<NumTypes>(false, add, add));
-  AddVersions(r, "Mean", {1, 6, 8, 13}, VariadicOp<FloatTypes>(true, add, add));
+  AddVersions(r, "Sum", {1, 6, 8, 13}, VariadicOp<NumTypes>(false, add, vadd));
+  AddVersions(r, "Mean", {1, 6, 8, 13}, VariadicOp<FloatTypes>(true, add, vadd));
   AddVersions(r, "Max", {1, 6, 8, 12, 13}, VariadicOp<NumTypes>(false, [](auto x, auto y) { return MaxNaN(x, y); }));
   AddVersions(r, "Min", {1, 6, 8, 12, 13}, VariadicOp<NumTypes>(false, [](auto x, auto y) { return MinNaN(x, y); }));
 }

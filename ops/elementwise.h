@@ -32,6 +32,36 @@ constexpr bool kIsFloat = kIsHalf<T> || std::is_floating_point_v<T>;
 template <typename T>
 using Acc = std::conditional_t<kIsHalf<T>, float, T>;
 
+// Integer +, -, * wrap around in two's complement, as numpy and ONNX Runtime do. Signed overflow
+// is undefined behaviour in C++ (and uint16 * uint16 overflows int after promotion), so integers
+// go through an unsigned type at least as wide as unsigned int (found by fuzz_model under UBSan).
+template <typename T>
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+template <typename T>
+T WrapAdd(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return static_cast<T>(static_cast<WrapType<T>>(x) + static_cast<WrapType<T>>(y));
+  } else {
+    return x + y;
+  }
+}
+template <typename T>
+T WrapSub(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return static_cast<T>(static_cast<WrapType<T>>(x) - static_cast<WrapType<T>>(y));
+  } else {
+    return x - y;
+  }
+}
+template <typename T>
+T WrapMul(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return static_cast<T>(static_cast<WrapType<T>>(x) * static_cast<WrapType<T>>(y));
+  } else {
+    return x * y;
+  }
+}
+
 // ---- dtype sets and dispatch over them
 
 template <typename... Ts>

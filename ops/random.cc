@@ -5,6 +5,7 @@
 // do not match other runtimes' streams (ONNX leaves the generator unspecified).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <random>
 
@@ -17,6 +18,15 @@ namespace {
 
 bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16; }
 
+// The seed attribute is a float. One past int64's range, or NaN, seeds from its bits: converting
+// it would be undefined behaviour (found by fuzz_model).
+uint32_t SeedFrom(float f) {
+  if (std::isfinite(f) && std::fabs(f) < 9.2e18f) return static_cast<uint32_t>(static_cast<int64_t>(f));
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
 class RandomKernel : public OpKernel {
  public:
   enum class Kind { kUniform, kNormal, kUniformLike, kNormalLike, kBernoulli, kMultinomial };
@@ -26,7 +36,7 @@ class RandomKernel : public OpKernel {
     std::unique_ptr<RandomKernel> k(new RandomKernel());
     k->kind_ = kind;
     if (const Attribute* s = n.FindAttr("seed")) {
-      k->engine_.seed(static_cast<uint32_t>(static_cast<int64_t>(s->f)));
+      k->engine_.seed(SeedFrom(s->f));
     } else {
       std::random_device rd;
       k->engine_.seed(rd());

@@ -83,9 +83,10 @@ void RegisterUnaryOps(KernelRegistry& r) {
   // ---- unary math
   AddVersions(r, "Abs", {1, 6, 13}, UnaryOp<NumTypes>([](auto x) {
           if constexpr (std::is_unsigned_v<decltype(x)>) return x;
-          else return x < 0 ? -x : x;
+          else return x < 0 ? WrapSub(decltype(x)(0), x) : x;  // |INT_MIN| wraps to itself, as in numpy
         }, [](const auto& x) { return x.abs(); }));
-  AddVersions(r, "Neg", {1, 6, 13}, UnaryOp<SignedTypes>([](auto x) { return -x; }, [](const auto& x) { return -x; }));
+  AddVersions(r, "Neg", {1, 6, 13}, UnaryOp<SignedTypes>([](auto x) { return WrapSub(decltype(x)(0), x); },
+                                                   [](const auto& x) { return -x; }));
   AddVersions(r, "Reciprocal", {1, 6, 13}, UnaryOp<FloatTypes>([](auto x) { return decltype(x)(1) / x; },
                                                          [](const auto& x) { return x.inverse(); }));
   AddVersions(r, "Sqrt", {1, 6, 13}, UnaryOp<FloatTypes>([](auto x) { return std::sqrt(x); },

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "graph/attr.h"
@@ -340,6 +341,46 @@ TEST(AttributeCheck, EveryRegisteredKernelHasASignature) {
   }
   EXPECT_GT(checked, 1000);
   EXPECT_EQ(OnnxSchemaOpset(), 17);  // ONNX 1.12; a newer library makes some declarations redundant
+}
+
+}  // namespace
+}  // namespace oneinfer
+
+namespace oneinfer {
+namespace {
+
+using namespace oneinfer::testing;
+
+// RandomUniform's seed is a float attribute; fuzz_model found that one past int64's range was
+// converted with undefined behaviour (UBSan: tests/data/fuzz/model/random_seed_past_int64). Every
+// float seeds a deterministic stream: two sessions with the same seed give the same values.
+TEST(AttributeCheck, AnyFloatSeedGivesARepeatableStream) {
+  for (float seed : {-1.70141e38f, 1e30f, std::numeric_limits<float>::quiet_NaN(), -3.0f, 7.5f}) {
+    onnx::ModelProto m = MakeModel();
+    onnx::NodeProto n = MakeNode("RandomUniform", {}, {"y"}, "random");
+    auto* a = n.add_attribute();
+    a->set_name("seed");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(seed);
+    auto* shape = n.add_attribute();
+    shape->set_name("shape");
+    shape->set_type(onnx::AttributeProto::INTS);
+    shape->add_ints(16);
+    *m.mutable_graph()->add_node() = n;
+    *m.mutable_graph()->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT, {16});
+    const std::string bytes = m.SerializeAsString();
+    std::vector<float> first;
+    for (int k = 0; k < 2; ++k) {
+      auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+      ASSERT_TRUE(s.ok()) << seed << ": " << s.status();
+      auto r = (*s)->Run({});
+      ASSERT_TRUE(r.ok()) << seed << ": " << r.status();
+      const float* y = (*r)[0].data<float>();
+      for (int i = 0; i < 16; ++i) ASSERT_TRUE(y[i] >= 0.0f && y[i] < 1.0f) << seed;
+      if (k == 0) first.assign(y, y + 16);
+      else EXPECT_EQ(std::vector<float>(y, y + 16), first) << seed;
+    }
+  }
 }
 
 }  // namespace
