@@ -11,7 +11,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
   libeigen3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libicu-dev libxrt-dev uuid-dev python3-onnx python3-numpy
   python3-dev pybind11-dev python3-pytest python3-jinja2
-  clang libclang-rt-14-dev valgrind)
+  clang libclang-rt-14-dev valgrind ccache)
 
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()
@@ -35,7 +35,12 @@ if [ ! -f tests/oracles/node_modules/.package-lock.json ] ||
 fi
 
 BUILD_DIR=${ONEINFER_BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# ccache keeps rebuilds, and the three trees test.sh builds, cheap. Paths are hashed relative to
+# the checkout, so every clone on a machine shares one cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1
+LAUNCHER=()
+command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${LAUNCHER[@]}"
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 
 if [ "${1:-}" != "--no-demo" ]; then

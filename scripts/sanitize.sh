@@ -14,6 +14,7 @@ KIND=${1:?usage: scripts/sanitize.sh address|thread [FUZZ_SECONDS]}
 JOBS=${ONEINFER_SANITIZE_JOBS:-$(nproc)}
 LAUNCHER=()
 command -v ccache >/dev/null 2>&1 && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1  # clones share the cache (setup.sh)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -37,9 +38,10 @@ case "$KIND" in
     stage_done "build $B"
 
     stage "unit tests under ASan + UBSan"
-    # A wall-clock bound (tokenizer_test.cc: a 1 MB word in under 10 s) says nothing at ASan speed.
+    # Left to the Release suite: SampledJsonIsAlwaysValid runs the command line 200 times (76 s in
+    # Release, many minutes here; its decode path is fuzz_tokenizer_text's, which runs here).
     ONEINFER_CLI=$B/oneinfer $B/oneinfer_tests --gtest_brief=1 \
-      --gtest_filter=-QwenTokenizer.AMegabyteWordTokenizesInSeconds
+      --gtest_filter=-Qwen3Cli.SampledJsonIsAlwaysValid
     stage_done "unit tests"
 
     stage "conformance under ASan + UBSan"
