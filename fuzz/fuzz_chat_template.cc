@@ -26,9 +26,15 @@ constexpr std::string_view kExtra = R"({"enable_thinking": false, "date_string":
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view source(reinterpret_cast<const char*>(data), size);
+  // An Internal status is an exception the template code did not expect: a bug, like a crash.
   auto tmpl = oneinfer::ChatTemplate::FromSource(source, "<s>", "</s>");
-  if (!tmpl.ok()) return 0;
-  (void)(*tmpl)->RenderJson(kMessages, /*add_generation_prompt=*/true, kTools, kExtra);
-  (void)(*tmpl)->RenderJson(kMessages, /*add_generation_prompt=*/false);
+  if (!tmpl.ok()) {
+    if (tmpl.status().code() == absl::StatusCode::kInternal) __builtin_trap();
+    return 0;
+  }
+  for (bool tools : {true, false}) {
+    auto text = (*tmpl)->RenderJson(kMessages, /*add_generation_prompt=*/tools, tools ? kTools : "", tools ? kExtra : "");
+    if (!text.ok() && text.status().code() == absl::StatusCode::kInternal) __builtin_trap();
+  }
   return 0;
 }

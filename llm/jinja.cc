@@ -531,12 +531,17 @@ class Lexer {
     if (!text.empty()) pieces.push_back({Piece::Kind::kText, text, {}, line_});
   }
 
+  // Whether the source holds `lit` at q; false past its end (std::string::compare would throw).
+  bool At(size_t q, std::string_view lit) const {
+    return q <= src_.size() && std::string_view(src_).substr(q, lit.size()) == lit;
+  }
+
   bool IsRaw(size_t p) const {
     size_t q = SkipSpace(src_, p);
-    if (src_.compare(q, 3, "raw") != 0) return false;
+    if (!At(q, "raw")) return false;
     q = SkipSpace(src_, q + 3);
     if (q < src_.size() && (src_[q] == '-' || src_[q] == '+')) ++q;
-    return src_.compare(q, 2, "%}") == 0;
+    return At(q, "%}");
   }
   // {% raw %}...{% endraw %}: the text between, verbatim (with the tags' whitespace control).
   size_t LexRaw(std::vector<Piece>& pieces, size_t open, size_t p) {
@@ -550,11 +555,11 @@ class Lexer {
       const char sign = r < src_.size() ? src_[r] : 0;
       if (sign == '-' || sign == '+') ++r;
       r = SkipSpace(src_, r);
-      if (src_.compare(r, 6, "endraw") != 0) continue;
+      if (!At(r, "endraw")) continue;
       r = SkipSpace(src_, r + 6);
       const char end_sign = r < src_.size() ? src_[r] : 0;
       if (end_sign == '-' || end_sign == '+') ++r;
-      if (src_.compare(r, 2, "%}") != 0) continue;
+      if (!At(r, "%}")) continue;
       std::string text = src_.substr(body, s - body);
       if (sign == '-') text = RStripSpace(text);
       pieces.push_back({Piece::Kind::kText, text, {}, line_});
@@ -580,13 +585,13 @@ class Lexer {
       }
       if (p >= src_.size()) Throw(line_, absl::StrCat("unterminated tag: expected '", closer, "'"));
       if (depth == 0) {
-        if ((src_[p] == '-' || (block && src_[p] == '+')) && src_.compare(p + 1, 2, closer) == 0) {
+        if ((src_[p] == '-' || (block && src_[p] == '+')) && At(p + 1, closer)) {
           tokens.push_back({Token::Type::kEnd, "", 0, 0, line});
           size_t end = p + 3;
           if (src_[p] == '-') end = SkipSpace(src_, end);
           return end;
         }
-        if (src_.compare(p, 2, closer) == 0) {
+        if (At(p, closer)) {
           tokens.push_back({Token::Type::kEnd, "", 0, 0, line});
           size_t end = p + 2;
           if (block && end < src_.size() && src_[end] == '\n') ++end;  // trim_blocks
@@ -641,7 +646,7 @@ class Lexer {
                                      "=", ".", ",", ":", "|", "(", ")", "[", "]", "{", "}"};
         const char* op = nullptr;
         for (const char* o : kOps) {
-          if (src_.compare(p, std::strlen(o), o) == 0) { op = o; break; }
+          if (At(p, o)) { op = o; break; }
         }
         if (!op) Throw(line, absl::StrCat("unexpected character '", std::string(1, c), "'"));
         t.type = Token::Type::kOp;
@@ -2535,6 +2540,8 @@ absl::StatusOr<Template> Template::Parse(std::string_view source) {
     return t;
   } catch (const Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("template syntax error, line ", e.line, ": ", e.message));
+  } catch (const std::exception& e) {  // a bug of ours, still a Status for the caller
+    return absl::InternalError(absl::StrCat("template parser: unexpected exception: ", e.what()));
   }
 }
 
@@ -2593,6 +2600,10 @@ absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& varia
     ev.Exec(root_->body, vars);
   } catch (const Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("template error, line ", e.line, ": ", e.message));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("template rendering ran out of memory");
+  } catch (const std::exception& e) {  // a bug of ours, still a Status for the caller
+    return absl::InternalError(absl::StrCat("template renderer: unexpected exception: ", e.what()));
   }
   return out;
 }

@@ -5,7 +5,9 @@
 # the default). Seeds are written at run time (scripts/fuzz_seeds.py) into DIR/fuzz-work/seeds; what
 # the fuzzer finds grows DIR/fuzz-work/corpus/TARGET, and a crash is saved as DIR/fuzz-work/artifacts/TARGET/*.
 # Each target prints one line: target, seconds, executions, new corpus files, result. Exit status
-# 1 when any target crashed, leaked, timed out or ran out of memory.
+# 1 when any target crashed, leaked, timed out or ran out of memory. FUZZ_SEED (default 0: a new
+# random seed each run) fixes libFuzzer's mutation seed: CI's smoke runs use 1, so that a run
+# explores the same inputs first every time and a failure there is one anybody can replay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=build-asan
@@ -32,7 +34,7 @@ for t in "${TARGETS[@]}"; do
   # One process, no forking: the machine is shared. 2 GB RSS and 20 s per input are the limits a
   # model, a tokenizer or a weight file of the fuzzer's size must stay within.
   rc=0
-  "$bin" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=20 -max_len=65536 \
+  "$bin" -max_total_time="$SECONDS_EACH" -seed="${FUZZ_SEED:-0}" -rss_limit_mb=2048 -timeout=20 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$WORK/artifacts/$t/" \
     "$WORK/corpus/$t" "$WORK/seeds/$t" > "$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

@@ -60,7 +60,7 @@ case "$KIND" in
 
     if [ "$FUZZ_SECONDS" != 0 ]; then
       stage "fuzz smoke runs, ${FUZZ_SECONDS} s each"
-      bash scripts/fuzz.sh --build $B "$FUZZ_SECONDS"
+      FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh --build $B "$FUZZ_SECONDS"
       stage_done "fuzz smoke runs"
     fi
     ;;

@@ -91,6 +91,18 @@ TEST(ChatTemplate, ConfigForms) {
   fs::remove_all(dir);
 }
 
+// Tags cut off at the end of the source are syntax errors. fuzz_chat_template found "{%" then
+// bytes at the very end throwing std::out_of_range from the raw-block check (a terminate):
+// tests/data/fuzz/chat_template/raw_tag_at_end.
+TEST(ChatTemplate, TagsCutOffAtTheEndAreSyntaxErrors) {
+  for (const char* source : {"raise%}{%\xcd\xcd\xcd", "{%", "{% ", "{% raw", "{% raw %}", "{% raw %}x{% endraw",
+                             "{% raw %}x{% endraw -", "{%-", "{{ x -", "{{", "{#"}) {
+    auto t = ChatTemplate::FromSource(source);
+    ASSERT_FALSE(t.ok()) << source;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << source << ": " << t.status();
+  }
+}
+
 TEST(ChatTemplate, BadMessagesAreErrors) {
   auto t = ChatTemplate::FromSource("{{ messages | length }}");
   ASSERT_TRUE(t.ok());
