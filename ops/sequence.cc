@@ -190,7 +190,13 @@ absl::Status ConcatFromSequence(OpContext& ctx) {
   const size_t axis = static_cast<size_t>(*ax);
   // Each item viewed with the concat axis present.
   std::vector<Shape> shapes;
-  for (const Tensor& t : seq) {
+  for (size_t i = 0; i < seq.size(); ++i) {
+    const Tensor& t = seq[i];
+    // Checked before the insert below, which is undefined past a shorter item's end (fuzz_model).
+    if (t.rank() != first.rank()) {
+      return InvalidArgument(ctx, "item ", i, " has shape ", ShapeToString(t.shape()), ", incompatible with ",
+                             ShapeToString(first.shape()));
+    }
     Shape sh = t.shape();
     if (new_axis) sh.insert(sh.begin() + static_cast<std::ptrdiff_t>(axis), 1);
     shapes.push_back(std::move(sh));

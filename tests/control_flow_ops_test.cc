@@ -246,6 +246,23 @@ TEST(Sequence, ConcatNewAxisAndOptional) {
   EXPECT_TRUE((*out)[2].tensor.data<bool>()[0]);
 }
 
+// Items of different ranks are refused, also with new_axis past the shorter item's end (an
+// insert there was undefined behaviour; fuzz_model: tests/data/fuzz/model/concat_from_sequence_ranks_differ).
+TEST(Sequence, ConcatOfItemsWithDifferentRanksIsAnError) {
+  auto g = std::make_shared<Graph>();
+  g->inputs = {VI("a"), VI("b")};
+  g->nodes.push_back(MakeNode("SequenceConstruct", {"a", "b"}, {"seq"}));
+  Node c = MakeNode("ConcatFromSequence", {"seq"}, {"y"});
+  SetInt(c, "axis", 2);
+  SetInt(c, "new_axis", 1);
+  g->nodes.push_back(c);
+  g->outputs = {VI("y")};
+  Runner r;
+  auto out = r.Run(g, {F32({2, 1}, {1, 2}), F32({}, {3})}, 18);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("item 1 has shape []"), std::string::npos) << out.status();
+}
+
 TEST(Sequence, PositionsAreChecked) {
   auto g = std::make_shared<Graph>();
   g->inputs = {VI("a"), VI("p")};
