@@ -16,6 +16,13 @@ namespace {
 
 using namespace oneinfer::testing;
 
+std::unique_ptr<Session> LoadModel(const onnx::ModelProto& m) {
+  const std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
 // Two outputs over one input x [2]: a = Relu(x), cheap and always valid; b = Reshape(x, s), whose
 // shape comes from the feed s and fails at run time when s does not fit.
 std::unique_ptr<Session> TwoOutputs() {
@@ -27,10 +34,7 @@ std::unique_ptr<Session> TwoOutputs() {
   *g->add_node() = MakeNode("Reshape", {"x", "s"}, {"b"}, "reshape");
   *g->add_output() = AnyShape("a", onnx::TensorProto::FLOAT);
   *g->add_output() = AnyShape("b", onnx::TensorProto::FLOAT);
-  const std::string bytes = m.SerializeAsString();
-  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
+  return LoadModel(m);
 }
 
 std::vector<Feed> Feeds(int64_t shape) {
@@ -87,10 +91,7 @@ std::unique_ptr<Session> Chain() {
   *g->add_node() = MakeNode("Softmax", {"c"}, {"d"}, "softmax");
   *g->add_node() = MakeNode("Add", {"d", "a"}, {"y"}, "add");
   *g->add_output() = AnyShape("y", onnx::TensorProto::FLOAT);
-  const std::string bytes = m.SerializeAsString();
-  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
+  return LoadModel(m);
 }
 
 TEST(RunOutputs, ElementwiseNodesWriteOverInputsNobodyReadsAgain) {
