@@ -306,7 +306,7 @@ TEST(Limits, MemoryWhileFailingStaysBelowTwiceTheModel) {
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   ASSERT_GE(report[1], 0) << "the load failed or the run did not fail with ResourceExhausted";
-  EXPECT_LT(report[1], 2 * model_bytes);
+  if (!kAddressSanitizer) EXPECT_LT(report[1], 2 * model_bytes);
   std::cerr << "model " << model_bytes << " bytes: peak RSS rose " << report[0] << " bytes while loading, "
             << report[1] << " bytes while the run failed\n";
 }

@@ -461,8 +461,10 @@ void CheckLoadPeakMemory(bool four) {
   ASSERT_TRUE(s.ok()) << s.status();
   const int64_t peak = ProcStatusBytes("VmHWM:") - before;
   const double packed = four ? double(kb) * ((N + 15) / 16) * kQ4BlockStride : double(K) * N;
-  EXPECT_LE(peak, 1.3 * packed) << (four ? "int4" : "int8") << ": peak " << peak / 1048576 << " MiB, packed "
-                                << packed / 1048576 << " MiB";
+  if (!testing::kAddressSanitizer) {
+    EXPECT_LE(peak, 1.3 * packed) << (four ? "int4" : "int8") << ": peak " << peak / 1048576 << " MiB, packed "
+                                  << packed / 1048576 << " MiB";
+  }
   auto y = (*s)->Run({{"x", Tensor::FromVector(DType::kFloat32, {1, K}, std::vector<float>(K, 1.0f))}});
   ASSERT_TRUE(y.ok()) << y.status();
   std::filesystem::remove_all(dir);
