@@ -1,6 +1,7 @@
 #include "oneinfer/tensor.h"
 
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -67,8 +68,16 @@ bool IsInteger(DType t) {
 }
 
 int64_t NumElements(const Shape& shape) {
+  // A 0 dim makes 0 whatever the others are, and a product past int64 saturates instead of being
+  // signed overflow (found by fuzz_tensor_proto: dims {7.8e17, 8044, 0}). Sizes from data are
+  // checked before this (base/checked_math.h); the saturated value is never a usable size.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 

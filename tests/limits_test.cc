@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include "oneinfer/session.h"
 #include "tests/crafted_models.h"
@@ -72,6 +73,15 @@ void ExpectRefused(const std::string& tag, const onnx::ModelProto& m, absl::Stat
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(CountOccurrences(r.out, "oneinfer: error:"), 1) << r.out;
   for (const std::string& needle : needles) EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+}
+
+// NumElements never overflows: a 0 dim anywhere makes 0, a product past int64 saturates
+// (fuzz_tensor_proto: tests/data/fuzz/tensor_proto/zero_dim_after_huge_dims).
+TEST(Limits, ElementCountsNeverOverflow) {
+  EXPECT_EQ(NumElements({int64_t{775806353110204416}, 8044, 0}), 0);
+  EXPECT_EQ(NumElements({k2p40, k2p40}), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(NumElements({3, 4}), 12);
+  EXPECT_EQ(NumElements({}), 1);
 }
 
 TEST(Limits, ConstantOfShapeClaimingTerabytesOrWrapping) {
