@@ -263,19 +263,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::shared_
   }
 
   // Phase 3: release each node output after its last reader.
-  std::vector<int> last_use(plan->slots_.size(), -1);
-  for (size_t k = 0; k < plan->steps_.size(); ++k) {
-    const Step& st = plan->steps_[k];
-    for (int s : st.inputs) if (s >= 0) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
-    for (int s : st.implicit_inputs) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
-    // An output nobody reads is released right after the step that made it.
-    for (int s : st.outputs) if (s >= 0 && last_use[static_cast<size_t>(s)] < static_cast<int>(k)) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
-  }
-  std::set<int> kept(plan->output_slots_.begin(), plan->output_slots_.end());
-  for (size_t s = 0; s < plan->slots_.size(); ++s) {
-    if (plan->slots_[s].kind != SlotKind::kNodeOutput || kept.count(static_cast<int>(s)) || last_use[s] < 0) continue;
-    plan->steps_[static_cast<size_t>(last_use[s])].release_after.push_back(static_cast<int>(s));
-  }
+  std::vector<size_t> all(plan->steps_.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  std::vector<std::vector<int>> release = plan->ReleaseLists(all);
+  for (size_t k = 0; k < all.size(); ++k) plan->steps_[k].release_after = std::move(release[k]);
   return plan;
 }
 
@@ -284,6 +275,25 @@ absl::Status ExecutionPlan::PrepareWeights() const {
     if (absl::Status s = step.kernel->PrepareWeights(res_.pool); !s.ok()) return WithNode(s, *step.node);
   }
   return absl::OkStatus();
+}
+
+std::vector<std::vector<int>> ExecutionPlan::ReleaseLists(const std::vector<size_t>& order) const {
+  std::vector<int> last_use(slots_.size(), -1);  // index into order
+  for (size_t j = 0; j < order.size(); ++j) {
+    const Step& st = steps_[order[j]];
+    const int at = static_cast<int>(j);
+    for (int s : st.inputs) if (s >= 0) last_use[static_cast<size_t>(s)] = at;
+    for (int s : st.implicit_inputs) last_use[static_cast<size_t>(s)] = at;
+    // An output nobody reads is released right after the step that made it.
+    for (int s : st.outputs) if (s >= 0 && last_use[static_cast<size_t>(s)] < at) last_use[static_cast<size_t>(s)] = at;
+  }
+  std::vector<std::vector<int>> release(order.size());
+  const std::set<int> kept(output_slots_.begin(), output_slots_.end());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].kind != SlotKind::kNodeOutput || kept.count(static_cast<int>(s)) || last_use[s] < 0) continue;
+    release[static_cast<size_t>(last_use[s])].push_back(static_cast<int>(s));
+  }
+  return release;
 }
 
 ExecutionPlan::Schedule ExecutionPlan::PrunedSchedule(const std::vector<bool>& wanted) const {
@@ -301,21 +311,7 @@ ExecutionPlan::Schedule ExecutionPlan::PrunedSchedule(const std::vector<bool>& w
   }
   Schedule schedule;
   for (size_t k = 0; k < steps_.size(); ++k) if (runs[k]) schedule.steps.push_back(k);
-  // As in Build: each node output is released after its last reader among the steps that run.
-  std::vector<int> last_use(slots_.size(), -1);
-  for (size_t j = 0; j < schedule.steps.size(); ++j) {
-    const Step& st = steps_[schedule.steps[j]];
-    const int at = static_cast<int>(j);
-    for (int s : st.inputs) if (s >= 0) last_use[static_cast<size_t>(s)] = at;
-    for (int s : st.implicit_inputs) last_use[static_cast<size_t>(s)] = at;
-    for (int s : st.outputs) if (s >= 0 && last_use[static_cast<size_t>(s)] < at) last_use[static_cast<size_t>(s)] = at;
-  }
-  schedule.release_after.resize(schedule.steps.size());
-  const std::set<int> kept(output_slots_.begin(), output_slots_.end());
-  for (size_t s = 0; s < slots_.size(); ++s) {
-    if (slots_[s].kind != SlotKind::kNodeOutput || kept.count(static_cast<int>(s)) || last_use[s] < 0) continue;
-    schedule.release_after[static_cast<size_t>(last_use[s])].push_back(static_cast<int>(s));
-  }
+  schedule.release_after = ReleaseLists(schedule.steps);
   return schedule;
 }
 

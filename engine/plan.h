@@ -84,6 +84,9 @@ class ExecutionPlan : public SubgraphRunner {
   };
 
   ExecutionPlan() = default;
+  // For the steps run in `order` (indices into steps_): the node outputs to release after each,
+  // i.e. after their last reader among them (graph outputs are kept).
+  std::vector<std::vector<int>> ReleaseLists(const std::vector<size_t>& order) const;
   // The steps that the wanted outputs depend on, with releases after their last needed reader.
   Schedule PrunedSchedule(const std::vector<bool>& wanted) const;
   int SlotOf(const std::string& name) const;
