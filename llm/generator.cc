@@ -4,9 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <map>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/half.h"
 
 namespace oneinfer {
 
@@ -111,16 +114,57 @@ int32_t SampleToken(const float* logits, int64_t vocab, const SamplingOptions& o
   return c[SelectByMass(c, 0, count, target)].id;
 }
 
+namespace {
+
+// "past_key_values.{l}.key" / ".value" -> (l, is_value); false for any other name.
+bool ParsePerLayerPast(const std::string& name, int64_t* layer, bool* is_value) {
+  static const std::string kPrefix = "past_key_values.";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  const size_t dot = name.find('.', kPrefix.size());
+  if (dot == std::string::npos || dot == kPrefix.size()) return false;
+  const std::string digits = name.substr(kPrefix.size(), dot - kPrefix.size());
+  if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  const std::string part = name.substr(dot + 1);
+  if (part != "key" && part != "value") return false;
+  *layer = std::atoll(digits.c_str());
+  *is_value = part == "value";
+  return true;
+}
+
+bool IsIndexType(DType t) { return t == DType::kInt64 || t == DType::kInt32; }
+
+// A tensor of `shape` holding start, start + 1, ... in t (int64 or int32).
+Tensor Iota(DType t, Shape shape, int64_t start, bool constant = false) {
+  Tensor x = Tensor::Empty(t, std::move(shape));
+  const int64_t n = x.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = constant ? start : start + i;
+    if (t == DType::kInt64) x.data<int64_t>()[i] = v; else x.data<int32_t>()[i] = static_cast<int32_t>(v);
+  }
+  return x;
+}
+
+constexpr char kConventions[] =
+    "the causal-LM conventions: input_ids [+ attention_mask, position_ids] -> logits, with no cache, "
+    "oneinfer's stacked past_kv -> present_kv, or optimum / onnxruntime-genai's per-layer "
+    "past_key_values.{i}.key/.value -> present.{i}.key/.value";
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Session& session) {
   std::unique_ptr<Generator> g(new Generator(session));
   const IOInfo* ids = Find(session.inputs(), "input_ids");
   const IOInfo* logits = Find(session.outputs(), "logits");
   if (ids == nullptr || logits == nullptr) {
-    return absl::InvalidArgumentError("the model does not follow the causal-LM convention: it needs an input "
-                                      "'input_ids' and an output 'logits'");
+    return absl::InvalidArgumentError(absl::StrCat("the model has no input 'input_ids' or no output 'logits'; expected ",
+                                                   kConventions));
   }
-  if (ids->dtype != DType::kInt64) return absl::InvalidArgumentError("input 'input_ids' must be int64");
-  if (logits->dtype != DType::kFloat32) return absl::InvalidArgumentError("output 'logits' must be float32");
+  if (!IsIndexType(ids->dtype)) return absl::InvalidArgumentError("input 'input_ids' must be int64 or int32");
+  if (logits->dtype != DType::kFloat32 && logits->dtype != DType::kFloat16) {
+    return absl::InvalidArgumentError("output 'logits' must be float32 or float16");
+  }
+  g->ids_dtype_ = ids->dtype;
+  g->logits_dtype_ = logits->dtype;
   if (logits->has_shape && logits->shape.size() == 3) g->vocab_ = logits->shape[2];
   const IOInfo* past = Find(session.inputs(), "past_kv");
   const IOInfo* present = Find(session.outputs(), "present_kv");
@@ -132,27 +176,104 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Session& sess
         past->shape[0] % 2 != 0 || past->shape[2] <= 0 || past->shape[4] <= 0) {
       return absl::InvalidArgumentError("input 'past_kv' must be float32 [2L, 1, KVH, P, D] with 2L, KVH and D fixed");
     }
-    g->cached_ = true;
-    g->past_shape_ = {past->shape[0], 1, past->shape[2], 0, past->shape[4]};
+    g->layout_ = CacheLayout::kStacked;
+    g->cache_.push_back({"past_kv", "present_kv", DType::kFloat32, {past->shape[0], 1, past->shape[2], 0, past->shape[4]}});
   }
+  // Per-layer caches: every layer 0..L-1 with a key and a value, each with its present output.
+  std::map<int64_t, std::pair<const IOInfo*, const IOInfo*>> layers;
   for (const IOInfo& in : session.inputs()) {
-    if (in.name != "input_ids" && in.name != "past_kv") {
-      return absl::InvalidArgumentError(absl::StrCat("the model has an input '", in.name,
-                                                     "' outside the causal-LM convention (input_ids, past_kv)"));
+    int64_t layer = 0;
+    bool is_value = false;
+    if (in.name == "input_ids" || in.name == "past_kv") continue;
+    if (in.name == "attention_mask" || in.name == "position_ids") {
+      if (!IsIndexType(in.dtype)) return absl::InvalidArgumentError(absl::StrCat("input '", in.name, "' must be int64 or int32"));
+      (in.name == "attention_mask" ? g->mask_dtype_ : g->position_dtype_) = in.dtype;
+    } else if (in.name == "use_cache_branch") {
+      if (in.dtype != DType::kBool) return absl::InvalidArgumentError("input 'use_cache_branch' must be bool");
+      g->has_cache_branch_ = true;
+    } else if (ParsePerLayerPast(in.name, &layer, &is_value)) {
+      (is_value ? layers[layer].second : layers[layer].first) = &in;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("the model has an input '", in.name, "' outside ", kConventions));
     }
+  }
+  if (!layers.empty() && past != nullptr) {
+    return absl::InvalidArgumentError("the model has both a stacked 'past_kv' and per-layer past_key_values inputs");
+  }
+  int64_t expected = 0;
+  for (const auto& [layer, kv] : layers) {
+    if (layer != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("per-layer cache inputs skip layer ", expected,
+                                                     ": there is no past_key_values.", expected, ".key/.value"));
+    }
+    ++expected;
+    for (const IOInfo* in : {kv.first, kv.second}) {
+      const std::string part = in == kv.first ? "key" : "value";
+      if (in == nullptr || (kv.first == nullptr) != (kv.second == nullptr)) {
+        return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " has past_key_values.", layer, ".",
+                                                       kv.first == nullptr ? "value" : "key", " but not its ",
+                                                       kv.first == nullptr ? "key" : "value"));
+      }
+      if ((in->dtype != DType::kFloat32 && in->dtype != DType::kFloat16) || !in->has_shape || in->shape.size() != 4 ||
+          in->shape[1] <= 0 || in->shape[3] <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", in->name,
+                                                       "' must be float32 or float16 [batch, kv_heads, past, head_dim] "
+                                                       "with kv_heads and head_dim fixed"));
+      }
+      const std::string out_name = absl::StrCat("present.", layer, ".", part);
+      const IOInfo* out = Find(session.outputs(), out_name);
+      if (out == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", in->name, "' has no matching output '", out_name, "'"));
+      }
+      if (out->dtype != in->dtype) {
+        return absl::InvalidArgumentError(absl::StrCat("output '", out_name, "' is ", DTypeName(out->dtype), " but input '",
+                                                       in->name, "' is ", DTypeName(in->dtype)));
+      }
+      if (out->has_shape && out->shape.size() == 4) {
+        for (size_t d : {size_t{1}, size_t{3}}) {
+          if (out->shape[d] > 0 && out->shape[d] != in->shape[d]) {
+            return absl::InvalidArgumentError(absl::StrCat("output '", out_name, "' has ", d == 1 ? "kv_heads " : "head_dim ",
+                                                           out->shape[d], " but input '", in->name, "' has ", in->shape[d]));
+          }
+        }
+      }
+      g->cache_.push_back({in->name, out_name, in->dtype, {1, in->shape[1], 0, in->shape[3]}});
+    }
+  }
+  if (!layers.empty()) g->layout_ = CacheLayout::kPerLayer;
+  if (g->layout_ != CacheLayout::kPerLayer && g->has_cache_branch_) {
+    return absl::InvalidArgumentError("input 'use_cache_branch' without per-layer past_key_values inputs");
   }
   auto it = session.metadata().find("oneinfer.max_positions");
   if (it != session.metadata().end()) g->max_positions_ = std::atoll(it->second.c_str());
   return g;
 }
 
+std::vector<Feed> Generator::Feeds(const std::vector<int64_t>& sequence, size_t first, size_t count,
+                                   const std::vector<Tensor>& cache) const {
+  const int64_t n = static_cast<int64_t>(count);
+  Tensor ids = Tensor::Empty(ids_dtype_, {1, n});
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = sequence[first + static_cast<size_t>(i)];
+    if (ids_dtype_ == DType::kInt64) ids.data<int64_t>()[i] = v; else ids.data<int32_t>()[i] = static_cast<int32_t>(v);
+  }
+  std::vector<Feed> feeds = {{"input_ids", ids}};
+  // One unpadded sequence: the mask covers the cached tokens and these, all ones.
+  if (mask_dtype_ != DType::kUndefined) feeds.emplace_back("attention_mask", Iota(mask_dtype_, {1, static_cast<int64_t>(first) + n}, 1, true));
+  if (position_dtype_ != DType::kUndefined) feeds.emplace_back("position_ids", Iota(position_dtype_, {1, n}, static_cast<int64_t>(first)));
+  if (has_cache_branch_) {
+    Tensor branch = Tensor::Empty(DType::kBool, {1});
+    branch.data<bool>()[0] = first > 0;
+    feeds.emplace_back("use_cache_branch", branch);
+  }
+  for (size_t i = 0; i < cache_.size(); ++i) feeds.emplace_back(cache_[i].input, cache[i]);
+  return feeds;
+}
+
 absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                                      const TokenCallback& on_token) const {
   static const RunOptions kUnbounded;
   const RunOptions& run = options.run ? *options.run : kUnbounded;
-  auto RunOnce = [&](const std::vector<Feed>& feeds, const std::vector<std::string>& names) {
-    return session_.Run(feeds, names, run);
-  };
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt) {
     if (id < 0 || (vocab_ > 0 && id >= vocab_)) {
@@ -166,7 +287,16 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
   GenerationResult result;
   result.prompt_tokens = static_cast<int>(prompt.size());
   std::vector<int64_t> sequence(prompt.begin(), prompt.end());
-  Tensor past = cached_ ? Tensor::Empty(DType::kFloat32, past_shape_) : Tensor();
+  const bool has_cache = layout_ != CacheLayout::kNone;
+  std::vector<Tensor> cache;
+  std::vector<std::string> cache_outputs;
+  for (const CacheSlot& c : cache_) {
+    cache.push_back(Tensor::Empty(c.dtype, c.empty_shape));
+    cache_outputs.push_back(c.output);
+  }
+  std::vector<std::string> step_outputs = {"logits"};
+  step_outputs.insert(step_outputs.end(), cache_outputs.begin(), cache_outputs.end());
+  std::vector<float> widened;  // the last row of float16 logits, as float32
   size_t fed = 0;  // tokens of `sequence` the cache already holds
   if (options.prefill_chunk < 0) return absl::InvalidArgumentError("prefill_chunk must be >= 0");
   const size_t chunk = static_cast<size_t>(options.prefill_chunk);
@@ -176,28 +306,20 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
     // chunk x (past + chunk), so memory grows linearly with the prompt, not quadratically.
     // The chunks ask for the cache alone, so the session skips their logits; the prompt's last
     // token then runs by itself and its single row of logits chooses the first token.
-    while (step == 0 && cached_ && chunk > 0 && sequence.size() - fed > 1) {
+    while (step == 0 && has_cache && chunk > 0 && sequence.size() - fed > 1) {
       const size_t take = std::min(chunk, sequence.size() - fed - 1);
-      Tensor ids = Tensor::Empty(DType::kInt64, {1, static_cast<int64_t>(take)});
-      std::copy(sequence.begin() + static_cast<long>(fed), sequence.begin() + static_cast<long>(fed + take),
-                ids.data<int64_t>());
       const auto t0 = std::chrono::steady_clock::now();
-      auto outs = RunOnce({{"input_ids", ids}, {"past_kv", past}}, {"present_kv"});
+      auto outs = session_.Run(Feeds(sequence, fed, take, cache), cache_outputs, run);
       if (!outs.ok()) return outs.status();
       result.prefill_ms += MsSince(t0);
-      past = (*outs)[0];
+      cache = std::move(*outs);
       fed += take;
     }
     // Only the tokens the cache has not seen go in; without a cache, all of them.
-    const size_t first = cached_ ? fed : 0;
+    const size_t first = has_cache ? fed : 0;
     const int64_t n = static_cast<int64_t>(sequence.size() - first);
-    Tensor ids = Tensor::Empty(DType::kInt64, {1, n});
-    std::copy(sequence.begin() + static_cast<long>(first), sequence.end(), ids.data<int64_t>());
-    std::vector<Feed> feeds = {{"input_ids", ids}};
-    if (cached_) feeds.emplace_back("past_kv", past);
     const auto t0 = std::chrono::steady_clock::now();
-    auto outs = RunOnce(feeds, cached_ ? std::vector<std::string>{"logits", "present_kv"}
-                                       : std::vector<std::string>{"logits"});
+    auto outs = session_.Run(Feeds(sequence, first, static_cast<size_t>(n), cache), step_outputs, run);
     if (!outs.ok()) return outs.status();
     const double ms = MsSince(t0);
     if (step == 0) {
@@ -207,15 +329,25 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
       ++result.decode_steps;
     }
     const Tensor& logits = (*outs)[0];
-    if (logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) <= 0) {
-      return absl::InternalError(absl::StrCat("'logits' has shape ", ShapeToString(logits.shape()), " for ", n, " tokens"));
+    if (logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) <= 0 || logits.dtype() != logits_dtype_) {
+      return absl::InternalError(absl::StrCat("'logits' is ", DTypeName(logits.dtype()), " ",
+                                              ShapeToString(logits.shape()), " for ", n, " tokens"));
     }
     const int64_t vocab = logits.dim(2);
-    if (cached_) {
-      past = (*outs)[1];  // the cache the model returned is the next step's input, not copied
+    const float* last = nullptr;
+    if (logits_dtype_ == DType::kFloat16) {
+      const uint16_t* row = logits.data<uint16_t>() + (n - 1) * vocab;
+      widened.resize(static_cast<size_t>(vocab));
+      for (int64_t v = 0; v < vocab; ++v) widened[static_cast<size_t>(v)] = F16ToF32(row[v]);
+      last = widened.data();
+    } else {
+      last = logits.data<float>() + (n - 1) * vocab;
+    }
+    if (has_cache) {
+      // The cache the model returned is the next step's input, not copied.
+      cache.assign(std::make_move_iterator(outs->begin() + 1), std::make_move_iterator(outs->end()));
       fed = sequence.size();
     }
-    const float* last = logits.data<float>() + (n - 1) * vocab;
     const int32_t next = SampleToken(last, vocab, options.sampling, static_cast<uint64_t>(step));
     result.generated_ids.push_back(next);
     sequence.push_back(next);

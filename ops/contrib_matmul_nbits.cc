@@ -6,8 +6,9 @@
 // of 32, is laid out on an expanded K axis (each 16-block or the ragged tail alone in a 32-block,
 // the rest zero codes) and the activations are spread the same way with zeros, so the
 // arithmetic stays the GEMM's own, exactly. 8-bit weights are dequantised once into the float
-// GEMM's packed panels (no 8-bit block GEMM exists yet). accuracy_level is a hint and is not
-// read: the 4-bit GEMM quantises activations to int8 per block of 32 at every level.
+// GEMM's packed panels (no 8-bit block GEMM exists yet). accuracy_level 4 runs the 4-bit GEMM
+// with activations quantised to int8 per block of 32 (MatMulQ4, as ONNX Runtime's CompInt8);
+// levels 0-3 keep the activations float (MatMulQ4Float), as ONNX Runtime computes them.
 #include "ops/contrib_matmul_nbits.h"
 
 #include <cmath>
@@ -119,7 +120,8 @@ namespace {
 
 class MatMulNBitsKernel : public OpKernel {
  public:
-  MatMulNBitsKernel(std::string name, NBitsWeights w) : name_(std::move(name)), w_(std::move(w)) {
+  MatMulNBitsKernel(std::string name, NBitsWeights w, bool int8_activations)
+      : name_(std::move(name)), w_(std::move(w)), int8_activations_(int8_activations) {
     // Positions on the GEMM's K axis: a 16-block is alone in a 32-block; a ragged K is padded.
     expand_ = w_.bits == 4 && (w_.block_size == 16 || w_.K % kQ4Block != 0);
     kp_ = w_.block_size == 16 ? w_.blocks * kQ4Block : (w_.K + kQ4Block - 1) / kQ4Block * kQ4Block;
@@ -168,8 +170,10 @@ class MatMulNBitsKernel : public OpKernel {
     }
     Tensor y_tmp;
     float* y32 = f16 ? (y_tmp = ctx.AllocateTemp(DType::kFloat32, {rows, N}, false)).data<float>() : y.data<float>();
-    if (w_.bits == 4)
+    if (w_.bits == 4 && int8_activations_)
       MatMulQ4(rows, a32, q4_, y32, ctx.thread_pool());
+    else if (w_.bits == 4)
+      MatMulQ4Float(rows, a32, q4_, y32, ctx.thread_pool());
     else
       SgemmPacked(rows, N, K, 1.0f, a32, K, f32_, 0.0f, y32, N, ctx.thread_pool());
     if (bias != nullptr)
@@ -232,6 +236,7 @@ class MatMulNBitsKernel : public OpKernel {
 
   std::string name_;
   NBitsWeights w_;
+  bool int8_activations_ = false;  // accuracy_level 4: activations quantised to int8 per block
   bool expand_ = false;
   int64_t kp_ = 0;
   mutable std::once_flag once_;
@@ -263,7 +268,10 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeMatMulNBits(const KernelInit& init
         absl::StrCat(what, ": g_idx (act-order: K rows in another block order) is not supported"));
   if (const TypeInfo* t = init.InputType(0); t != nullptr && t->elem != DType::kUndefined && t->elem != scales->dtype())
     return bad("A is ", DTypeName(t->elem), " but scales are ", DTypeName(scales->dtype()), " (both are T1)");
-  return std::unique_ptr<OpKernel>(new MatMulNBitsKernel(what, std::move(*w)));
+  // accuracy_level 4 asks for int8 activations (ONNX Runtime's CompInt8); 0-3 compute in float.
+  const int64_t level = n.GetInt("accuracy_level", 0);
+  if (level < 0 || level > 4) return bad("accuracy_level must be 0 to 4, got ", level);
+  return std::unique_ptr<OpKernel>(new MatMulNBitsKernel(what, std::move(*w), level == 4));
 }
 
 }  // namespace

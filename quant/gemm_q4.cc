@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <mutex>
 
@@ -260,6 +261,38 @@ float PackedWeightsQ4::m(int64_t b, int64_t n) const {
   return ScaleEntry(panel(n / P) + b * block_stride(), format_, P + n % P);
 }
 
+namespace {
+// Splits the M x N output into tasks of row groups and column panels over the pool and calls
+// tile(r, mr, p) for every mr-row group (mr <= tier_mr) and panel p; rows sharing a panel are
+// taken kARowsBytes of activations at a time, so the panel stays in cache while they pass.
+void ForEachTile(int64_t M, const PackedWeightsQ4& w, int64_t tier_mr, ThreadPool* pool,
+                 const std::function<void(int64_t r, int64_t mr, int64_t p)>& tile) {
+  const int64_t K = w.K(), N = w.N();
+  const int64_t mp = (M + tier_mr - 1) / tier_mr, np = w.panels();
+  int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+  threads = std::max<int64_t>(1, std::min(threads, M * N * K / kMinTaskMacs));
+  const TaskGrid grid = ChooseTaskGrid(mp, np, threads);
+  const int64_t tm = grid.m, tn = grid.n;
+  const int64_t mc = std::max(tier_mr, kARowsBytes / K / tier_mr * tier_mr);
+  auto task = [&](int64_t i) {
+    const int64_t im = i / tn, in = i % tn;
+    const int64_t m0 = std::min(M, mp * im / tm * tier_mr);
+    const int64_t m1 = std::min(M, mp * (im + 1) / tm * tier_mr);
+    const int64_t p0 = np * in / tn, p1 = np * (in + 1) / tn;
+    for (int64_t ic = m0; ic < m1; ic += mc) {
+      const int64_t ic_end = std::min(m1, ic + mc);
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t r = ic; r < ic_end; r += tier_mr) tile(r, std::min(tier_mr, ic_end - r), p);
+    }
+  };
+  if (tm * tn == 1 || pool == nullptr) {
+    for (int64_t i = 0; i < tm * tn; ++i) task(i);
+  } else {
+    pool->RunTasks(tm * tn, task);
+  }
+}
+}  // namespace
+
 void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, ThreadPool* pool) {
   const int64_t K = w.K(), N = w.N(), kb = w.blocks();
   if (M <= 0 || N <= 0) return;
@@ -280,32 +313,21 @@ void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, Thr
   const GemmQ4Tier& t = ActiveTier();
   const gemm_q4_internal::PanelFn panel =
       w.scale_format() == Q4ScaleFormat::kF16 ? t.panel_f16 : t.panel;
-  const int64_t mp = (M + t.mr - 1) / t.mr, np = w.panels();
-  int64_t threads = pool != nullptr ? pool->num_threads() : 1;
-  threads = std::max<int64_t>(1, std::min(threads, M * N * K / kMinTaskMacs));
-  const TaskGrid grid = ChooseTaskGrid(mp, np, threads);
-  const int64_t tm = grid.m, tn = grid.n;
-  const int64_t mc = std::max(t.mr, kARowsBytes / K / t.mr * t.mr);
-  auto task = [&](int64_t i) {
-    const int64_t im = i / tn, in = i % tn;
-    const int64_t m0 = std::min(M, mp * im / tm * t.mr);
-    const int64_t m1 = std::min(M, mp * (im + 1) / tm * t.mr);
-    const int64_t p0 = np * in / tn, p1 = np * (in + 1) / tn;
-    for (int64_t ic = m0; ic < m1; ic += mc) {
-      const int64_t ic_end = std::min(m1, ic + mc);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t nr = std::min(P, N - p * P);
-        for (int64_t r = ic; r < ic_end; r += t.mr)
-          panel(kb, q + r * K, K, s + r * kb, sum + r * kb, kb, w.panel(p), y + r * N + p * P,
-                N, std::min(t.mr, ic_end - r), nr);
-      }
-    }
-  };
-  if (tm * tn == 1 || pool == nullptr) {
-    for (int64_t i = 0; i < tm * tn; ++i) task(i);
-  } else {
-    pool->RunTasks(tm * tn, task);
-  }
+  ForEachTile(M, w, t.mr, pool, [&](int64_t r, int64_t mr, int64_t p) {
+    panel(kb, q + r * K, K, s + r * kb, sum + r * kb, kb, w.panel(p), y + r * N + p * P, N, mr,
+          std::min(P, N - p * P));
+  });
+}
+
+void MatMulQ4Float(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, ThreadPool* pool) {
+  const int64_t K = w.K(), N = w.N(), kb = w.blocks();
+  if (M <= 0 || N <= 0) return;
+  const GemmQ4Tier& t = ActiveTier();
+  const gemm_q4_internal::FloatPanelFn panel =
+      w.scale_format() == Q4ScaleFormat::kF16 ? t.float_panel_f16 : t.float_panel;
+  ForEachTile(M, w, t.float_mr, pool, [&](int64_t r, int64_t mr, int64_t p) {
+    panel(kb, a + r * K, K, w.panel(p), y + r * N + p * P, N, mr, std::min(P, N - p * P));
+  });
 }
 
 void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const uint8_t* codes,
@@ -326,6 +348,20 @@ void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const ui
         acc = std::fma(s[r * kb + b], t, acc);
       }
       y[r * N + n] = acc;
+    }
+}
+
+void gemm_q4_float_reference(int64_t M, int64_t K, int64_t N, const float* a, const uint8_t* codes,
+                             const float* d, const float* m, float* y) {
+  const int64_t kb = K / B;
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      float acc[4] = {};
+      for (int64_t k = 0; k < K; ++k) {
+        const float wk = std::fma(static_cast<float>(codes[n * K + k]), d[n * kb + k / B], m[n * kb + k / B]);
+        acc[k % 4] = std::fma(a[r * K + k], wk, acc[k % 4]);
+      }
+      y[r * N + n] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
 }
 

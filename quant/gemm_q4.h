@@ -129,7 +129,19 @@ void QuantizeRowsQ8Blocks(int64_t M, int64_t K, const float* x, int8_t* q, float
 // M and N.
 void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, ThreadPool* pool);
 
-// The oracle: the formula above as plain loops on unpacked codes (N x K, [out, in]) and
+// y[M x N] = a[M x K] * W with float activations (ONNX Runtime's MatMulNBits below
+// accuracy_level 4). For each row r and column n: w_k = fma(code[n][k], d[n][k/32], m[n][k/32]),
+// four chains acc_t (t = k mod 4, k ascending, from 0) acc_t = fma(a[r][k], w_k, acc_t), and
+// y[r][n] = (acc_0 + acc_1) + (acc_2 + acc_3). Every tier computes exactly this (bit-identical to
+// gemm_q4_float_reference); the four chains keep the FMA units busy at one row.
+void MatMulQ4Float(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, ThreadPool* pool);
+
+// The oracle of MatMulQ4Float: its formula as plain loops on unpacked codes and d, m (as in
+// gemm_q4_reference).
+void gemm_q4_float_reference(int64_t M, int64_t K, int64_t N, const float* a, const uint8_t* codes,
+                             const float* d, const float* m, float* y);
+
+// The oracle of MatMulQ4: its formula as plain loops on unpacked codes (N x K, [out, in]) and
 // d, m (N x K/32), with a quantised by QuantizeRowsQ8Blocks.
 void gemm_q4_reference(int64_t M, int64_t K, int64_t N, const float* a, const uint8_t* codes,
                        const float* d, const float* m, float* y);

@@ -3,6 +3,7 @@
 // int16 (|.| <= 30480, no saturation) and one vpmaddwd by ones widens them to the exact int32 dot.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "quant/gemm_q4.h"
@@ -101,9 +102,59 @@ void gemm_q4b32_q8_f32_panel__avx2(int64_t kb, const int8_t* q, int64_t ldq, con
   }
 }
 
+// Float activations (MatMulQ4Float): the panel as two halves of 8 columns, each swept over all
+// of K on its own so the four k mod 4 chains of two rows fit the 16 ymm registers.
+template <int MR, bool F16>
+ONEINFER_AVX2 void gemm_q4b32_f32_f32_tile__avx2(int64_t kb, const float* a, int64_t lda, const uint8_t* w,
+                                                 float* y, int64_t ldy, int64_t nr) {
+  const __m256i low4 = _mm256_set1_epi32(0x0f);
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc[MR][4];
+#pragma GCC unroll 2
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
+    const uint8_t* wb = w;
+    for (int64_t b = 0; b < kb; ++b, wb += stride) {
+      const __m256 d = LoadScales<F16>(wb + kQ4CodeBytes + 8 * h * scale_bytes);
+      const __m256 m = LoadScales<F16>(wb + kQ4CodeBytes + (kQ4Panel + 8 * h) * scale_bytes);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * g + 32 * h));
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const int shift = (i % 4) * 8 + (i < 4 ? 0 : 4);
+          const __m256i code = _mm256_and_si256(_mm256_srli_epi32(v, shift), low4);
+          const __m256 wk = _mm256_fmadd_ps(_mm256_cvtepi32_ps(code), d, m);
+#pragma GCC unroll 2
+          for (int r = 0; r < MR; ++r)
+            acc[r][i % 4] =
+                _mm256_fmadd_ps(_mm256_set1_ps(a[r * lda + b * kQ4Block + 8 * g + i]), wk, acc[r][i % 4]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < MR; ++r) {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3])));
+      const int64_t cols = std::min<int64_t>(8, nr - 8 * h);
+      if (cols > 0) std::memcpy(y + r * ldy + 8 * h, tmp, static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+}
+
+template <bool F16>
+void gemm_q4b32_f32_f32_panel__avx2(int64_t kb, const float* a, int64_t lda, const uint8_t* w, float* y,
+                                    int64_t ldy, int64_t mr, int64_t nr) {
+  if (mr == 1) return gemm_q4b32_f32_f32_tile__avx2<1, F16>(kb, a, lda, w, y, ldy, nr);
+  return gemm_q4b32_f32_f32_tile__avx2<2, F16>(kb, a, lda, w, y, ldy, nr);
+}
+
 }  // namespace
 
 const GemmQ4Tier kGemmQ4TierAvx2 = {"avx2", 4, gemm_q4b32_q8_f32_panel__avx2<false>,
-                                    gemm_q4b32_q8_f32_panel__avx2<true>};
+                                    gemm_q4b32_q8_f32_panel__avx2<true>, 2,
+                                    gemm_q4b32_f32_f32_panel__avx2<false>,
+                                    gemm_q4b32_f32_f32_panel__avx2<true>};
 
 }  // namespace oneinfer::gemm_q4_internal

@@ -89,9 +89,59 @@ void gemm_q4b32_q8_f32_panel__avx512vnni(int64_t kb, const int8_t* q, int64_t ld
   }
 }
 
+// Float activations (MatMulQ4Float): a zmm lane per column; lane j of group g's 64 bytes holds
+// column j's codes for k = 8g .. 8g+7 (low nibbles first), so each k's 16 weights are one shift
+// and mask of that vector; the four k mod 4 chains are four accumulators per row.
+template <int MR, bool F16>
+ONEINFER_AVX512VNNI void gemm_q4b32_f32_f32_tile__avx512vnni(int64_t kb, const float* a, int64_t lda,
+                                                             const uint8_t* w, float* y, int64_t ldy,
+                                                             int64_t nr) {
+  const __m512i low4 = _mm512_set1_epi32(0x0f);
+  __m512 acc[MR][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_ps();
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  for (int64_t b = 0; b < kb; ++b, w += stride) {
+    const __m512 d = LoadScales<F16>(w + kQ4CodeBytes);
+    const __m512 m = LoadScales<F16>(w + kQ4CodeBytes + kQ4Panel * scale_bytes);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = _mm512_loadu_si512(w + 64 * g);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int shift = (i % 4) * 8 + (i < 4 ? 0 : 4);
+        const __m512i code = _mm512_and_si512(_mm512_srli_epi32(v, shift), low4);
+        const __m512 wk = _mm512_fmadd_ps(_mm512_cvtepi32_ps(code), d, m);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+          acc[r][i % 4] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + b * kQ4Block + 8 * g + i]), wk, acc[r][i % 4]);
+      }
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1);
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r)
+    _mm512_mask_storeu_ps(y + r * ldy, mask,
+                          _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3])));
+}
+
+template <bool F16>
+void gemm_q4b32_f32_f32_panel__avx512vnni(int64_t kb, const float* a, int64_t lda, const uint8_t* w, float* y,
+                                          int64_t ldy, int64_t mr, int64_t nr) {
+  switch (mr) {
+    case 1: return gemm_q4b32_f32_f32_tile__avx512vnni<1, F16>(kb, a, lda, w, y, ldy, nr);
+    case 2: return gemm_q4b32_f32_f32_tile__avx512vnni<2, F16>(kb, a, lda, w, y, ldy, nr);
+    case 3: return gemm_q4b32_f32_f32_tile__avx512vnni<3, F16>(kb, a, lda, w, y, ldy, nr);
+    default: return gemm_q4b32_f32_f32_tile__avx512vnni<4, F16>(kb, a, lda, w, y, ldy, nr);
+  }
+}
+
 }  // namespace
 
 const GemmQ4Tier kGemmQ4TierAvx512Vnni = {"avx512vnni", 6, gemm_q4b32_q8_f32_panel__avx512vnni<false>,
-                                          gemm_q4b32_q8_f32_panel__avx512vnni<true>};
+                                          gemm_q4b32_q8_f32_panel__avx512vnni<true>, 4,
+                                          gemm_q4b32_f32_f32_panel__avx512vnni<false>,
+                                          gemm_q4b32_f32_f32_panel__avx512vnni<true>};
 
 }  // namespace oneinfer::gemm_q4_internal

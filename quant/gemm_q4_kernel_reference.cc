@@ -54,9 +54,35 @@ void gemm_q4b32_q8_f32_panel__reference(int64_t kb, const int8_t* q, int64_t ldq
   }
 }
 
+// Float activations: w = fma(code, d, m), four chains by k mod 4 (gemm_q4.h, MatMulQ4Float).
+template <bool F16>
+void gemm_q4b32_f32_f32_panel__reference(int64_t kb, const float* a, int64_t lda, const uint8_t* w, float* y,
+                                         int64_t ldy, int64_t mr, int64_t nr) {
+  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+  for (int64_t r = 0; r < mr; ++r) {
+    float acc[4][P] = {};
+    for (int64_t b = 0; b < kb; ++b) {
+      const uint8_t* wb = w + b * stride;
+      float d[P], m[P];
+      LoadScales<F16>(wb, d, m);
+      for (int64_t i = 0; i < kQ4Block; ++i) {
+        const int64_t g = i / 8, t = i % 4, shift = (i % 8) < 4 ? 0 : 4;
+        const float x = a[r * lda + b * kQ4Block + i];
+        for (int64_t j = 0; j < P; ++j) {
+          const float code = static_cast<float>((wb[64 * g + 4 * j + t] >> shift) & 0x0f);
+          acc[i % 4][j] = std::fma(x, std::fma(code, d[j], m[j]), acc[i % 4][j]);
+        }
+      }
+    }
+    for (int64_t j = 0; j < nr; ++j) y[r * ldy + j] = (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j]);
+  }
+}
+
 }  // namespace
 
 const GemmQ4Tier kGemmQ4TierReference = {"reference", 4, gemm_q4b32_q8_f32_panel__reference<false>,
-                                          gemm_q4b32_q8_f32_panel__reference<true>};
+                                          gemm_q4b32_q8_f32_panel__reference<true>, 4,
+                                          gemm_q4b32_f32_f32_panel__reference<false>,
+                                          gemm_q4b32_f32_f32_panel__reference<true>};
 
 }  // namespace oneinfer::gemm_q4_internal

@@ -74,11 +74,11 @@ def rng_for(name):
 
 def nbits_case(root, name, M, K, N, bits, bs, zp="none", ftype=np.float32, bias=False, level=None,
                shape2d=False, a_shape=None, g_idx=False):
-    """zp: none | packed | float. The bound: oneinfer quantises A to int8 per block of 32 (16-blocks
-    and the ragged tail alone), |a - q s| <= amax / 254 per element, so |y - y_exact| <=
-    sum_k |w_k| amax_k / 254 (4-bit only); ORT at accuracy_level 4 quantises A per block_size the same
-    way; float16 adds the inputs' and outputs' rounding; float32 accumulation adds 1e-5 of the
-    magnitudes."""
+    """zp: none | packed | float. The bound: at accuracy_level 4 oneinfer quantises A to int8 per
+    block of 32 (16-blocks and the ragged tail alone), |a - q s| <= amax / 254 per element, so
+    |y - y_exact| <= sum_k |w_k| amax_k / 254 (4-bit only), and ORT quantises A per block_size the
+    same way; below level 4 both compute in float; float16 adds the inputs' and outputs' rounding;
+    float32 accumulation adds 1e-5 of the magnitudes."""
     r = rng_for(name)
     blocks = (K + bs - 1) // bs
     q = r.integers(0, 1 << bits, size=(N, blocks * bs)).astype(np.uint8)
@@ -134,10 +134,8 @@ def nbits_case(root, name, M, K, N, bits, bs, zp="none", ftype=np.float32, bias=
     mag = np.abs(a2) @ ((np.abs(q[:, :K]) + np.repeat(np.abs(zero), bs, axis=1)[:, :K]) *
                         np.repeat(s64, bs, axis=1)[:, :K]).T
     bound = 1e-5 * mag + 1e-6
-    if bits == 4:
-        bound = bound + q8_err(16 if bs == 16 else 32) @ absw.T
-    if level == 4:
-        bound = bound + q8_err(bs) @ absw.T
+    if bits == 4 and level == 4:
+        bound = bound + q8_err(16 if bs == 16 else 32) @ absw.T + q8_err(bs) @ absw.T
     if ftype == np.float16:
         bound = bound + 2e-3 * (np.abs(a2) @ absw.T) + 2 * np.abs(y) * 2.0 ** -11 + 2e-3
     attrs = dict(K=K, N=N, bits=bits, block_size=bs)

@@ -98,6 +98,7 @@ struct NBitsCase {
   std::vector<float> s, zf, a, b;
 
   Tensor blob, scales, zero_points, A, bias_t;
+  int64_t level = -1;  // accuracy_level (-1: absent, as 0)
 
   void Make() {
     std::mt19937 rng(seed);
@@ -173,12 +174,13 @@ struct NBitsCase {
     return v;
   }
   absl::StatusOr<std::vector<Tensor>> Run(int threads = 1) const {
-    return RunNode(MakeNode(), Inits(), Feeds(), {A.dtype()}, threads);
+    return RunNode(MakeNode(level), Inits(), Feeds(), {A.dtype()}, threads);
   }
 
-  // The expected fast-path output: gemm_q4_reference on the codes laid out on the GEMM's K axis
-  // (a 16-block alone in a 32-block; K padded to 32) with d = s, m = -zp * s, A spread the same way.
-  std::vector<float> Q4GemmExpected() const {
+  // The expected fast-path output: gemm_q4_reference (accuracy_level 4: int8 activations) or
+  // gemm_q4_float_reference (levels 0-3) on the codes laid out on the GEMM's K axis (a 16-block
+  // alone in a 32-block; K padded to 32) with d = s, m = -zp * s, A spread the same way.
+  std::vector<float> Q4GemmExpected(bool int8_activations) const {
     const int64_t nb = blocks(), kb = nb * bs;
     const int64_t kp = bs == 16 ? nb * 32 : (K + 31) / 32 * 32, gb = kp / 32;
     auto pos = [&](int64_t k) { return bs == 16 ? k / 16 * 32 + k % 16 : k; };
@@ -194,7 +196,10 @@ struct NBitsCase {
     }
     for (int64_t r = 0; r < M; ++r)
       for (int64_t k = 0; k < K; ++k) ax[r * kp + pos(k)] = a[r * K + k];
-    gemm_q4_reference(M, kp, N, ax.data(), codes.data(), d.data(), m.data(), y.data());
+    if (int8_activations)
+      gemm_q4_reference(M, kp, N, ax.data(), codes.data(), d.data(), m.data(), y.data());
+    else
+      gemm_q4_float_reference(M, kp, N, ax.data(), codes.data(), d.data(), m.data(), y.data());
     if (bias)
       for (int64_t r = 0; r < M; ++r)
         for (int64_t n = 0; n < N; ++n) y[r * N + n] += b[n];
@@ -204,6 +209,7 @@ struct NBitsCase {
 
 TEST(ContribMatMulNBits, FourBitIsTheQ4GemmBitForBitAtEveryBlockSizeAndTileEdge) {
   int cases = 0;
+  for (int64_t level : {-1, 4})
   for (int64_t bs : {16, 32, 64, 128, 256})
     for (int64_t K : {int64_t{256}, int64_t{72}, int64_t{40}})
       for (int64_t N : {1, 15, 16, 17, 33})
@@ -217,17 +223,18 @@ TEST(ContribMatMulNBits, FourBitIsTheQ4GemmBitForBitAtEveryBlockSizeAndTileEdge)
           c.two_d = N == 17;
           c.bias = N == 33;
           c.seed = static_cast<uint32_t>(bs * 1000 + K * 10 + N + static_cast<int>(zp));
+          c.level = level;
           c.Make();
           auto y = c.Run(N == 16 ? 3 : 1);
           ASSERT_TRUE(y.ok()) << y.status();
-          const std::vector<float> want = c.Q4GemmExpected();
+          const std::vector<float> want = c.Q4GemmExpected(level == 4);
           ASSERT_EQ((*y)[0].num_elements(), static_cast<int64_t>(want.size()));
           for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_EQ((*y)[0].data<float>()[i], want[i])
-                << "bs " << bs << " K " << K << " N " << N << " zp " << static_cast<int>(zp) << " at " << i;
+            ASSERT_EQ((*y)[0].data<float>()[i], want[i]) << "level " << level << " bs " << bs << " K " << K
+                                                         << " N " << N << " zp " << static_cast<int>(zp) << " at " << i;
           ++cases;
         }
-  EXPECT_EQ(cases, 225);
+  EXPECT_EQ(cases, 450);
 }
 
 TEST(ContribMatMulNBits, EveryQ4TierGivesTheSameBits) {
@@ -238,19 +245,25 @@ TEST(ContribMatMulNBits, EveryQ4TierGivesTheSameBits) {
   c.bs = 16;
   c.zp = Zp::kPacked;
   c.Make();
-  const std::vector<float> want = c.Q4GemmExpected();
-  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kQ4)) {
-    ASSERT_TRUE(SetKernelTier(KernelFamily::kQ4, tier));
-    auto y = c.Run(2);
-    ASSERT_TRUE(y.ok()) << y.status();
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ((*y)[0].data<float>()[i], want[i]) << tier << " at " << i;
+  for (int64_t level : {0, 4}) {
+    c.level = level;
+    const std::vector<float> want = c.Q4GemmExpected(level == 4);
+    for (const std::string& tier : SupportedKernelTiers(KernelFamily::kQ4)) {
+      ASSERT_TRUE(SetKernelTier(KernelFamily::kQ4, tier));
+      auto y = c.Run(2);
+      ASSERT_TRUE(y.ok()) << y.status();
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ((*y)[0].data<float>()[i], want[i]) << tier << " level " << level << " at " << i;
+    }
   }
   ResetKernelTier(KernelFamily::kQ4);
 }
 
-// The fast path against the float reference: within the int8 activation rounding,
-// sum_k |w_k| * amax(block of k) / 254, plus float accumulation.
+// The fast path against the float reference: at accuracy_level 4 within the int8 activation
+// rounding, sum_k |w_k| * amax(block of k) / 254, plus float accumulation; below it float
+// accumulation alone.
 TEST(ContribMatMulNBits, FastPathIsWithinTheActivationRoundingOfTheFloatReference) {
+  for (int64_t level : {0, 4})
   for (int64_t bits : {4, 8})
     for (int64_t bs : {16, 64, 256})
       for (Zp zp : {Zp::kNone, Zp::kPacked, Zp::kFloat}) {
@@ -263,6 +276,7 @@ TEST(ContribMatMulNBits, FastPathIsWithinTheActivationRoundingOfTheFloatReferenc
         c.zp = zp;
         c.bias = true;
         c.seed = static_cast<uint32_t>(bits * 7 + bs + static_cast<int>(zp));
+        c.level = level;
         c.Make();
         auto w = CheckNBitsWeights("test", c.K, c.N, bits, bs, c.blob, c.scales,
                                    zp == Zp::kNone ? nullptr : &c.zero_points);
@@ -281,12 +295,13 @@ TEST(ContribMatMulNBits, FastPathIsWithinTheActivationRoundingOfTheFloatReferenc
               double amax = 0;
               for (int64_t j = k / qb * qb; j < std::min(c.K, k / qb * qb + qb); ++j)
                 amax = std::max(amax, std::fabs(static_cast<double>(c.a[r * c.K + j])));
-              if (bits == 4) bound += std::fabs(wk) * amax / 254;
+              if (bits == 4 && level == 4) bound += std::fabs(wk) * amax / 254;
               mag += std::fabs(c.a[r * c.K + k]) * (w->Code(n, k) + std::fabs(w->ZeroPoint(n, blk))) * w->Scale(n, blk);
             }
             bound += 1e-6 * mag + 1e-6;
             EXPECT_NEAR((*y)[0].data<float>()[r * c.N + n], ref[r * c.N + n], bound)
-                << "bits " << bits << " bs " << bs << " zp " << static_cast<int>(zp) << " r " << r << " n " << n;
+                << "level " << level << " bits " << bits << " bs " << bs << " zp " << static_cast<int>(zp) << " r " << r
+                << " n " << n;
           }
       }
 }
@@ -332,10 +347,10 @@ TEST(ContribMatMulNBits, ThreeDimensionalAAndAccuracyLevels) {
   c.N = 8;
   c.zp = Zp::kPacked;
   c.Make();
-  const std::vector<float> want = c.Q4GemmExpected();
   NBitsCase c3 = c;
   c3.A = Tensor::FromVector(DType::kFloat32, {2, 3, 64}, c.a);
   for (int64_t level : {0, 1, 2, 3, 4}) {
+    const std::vector<float> want = c.Q4GemmExpected(level == 4);
     auto y = RunNode(c3.MakeNode(level), c3.Inits(), c3.Feeds(), {DType::kFloat32});
     ASSERT_TRUE(y.ok()) << y.status();
     EXPECT_EQ((*y)[0].shape(), (Shape{2, 3, 8}));
@@ -375,6 +390,7 @@ TEST(ContribMatMulNBits, BadWeightsAreRefusedAtLoadNamingTheNode) {
   Node bs8 = c.MakeNode();
   bs8.attrs["block_size"] = IntAttr("block_size", 8);
   expect_error(bs8, c.Inits(), "power of two >= 16");
+  expect_error(c.MakeNode(7), c.Inits(), "accuracy_level must be 0 to 4, got 7");
   Node no_k = c.MakeNode();
   no_k.attrs.erase("K");
   expect_error(no_k, c.Inits(), "K and N are required");

@@ -158,6 +158,16 @@ TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
             ASSERT_EQ(got[i], want[i]) << tier << " M=" << M << " K=" << K << " N=" << N << " i=" << i;
             ASSERT_EQ(got_mt[i], want[i]) << tier << " threads M=" << M << " K=" << K << " N=" << N;
           }
+          // The float-activation form on the same packed weights.
+          std::fill(got.begin(), got.end(), -7.0f);
+          std::fill(got_mt.begin(), got_mt.end(), -7.0f);
+          gemm_q4_float_reference(M, K, N, a.data(), codes.data(), d.data(), m.data(), want.data());
+          MatMulQ4Float(M, a.data(), *w, got.data(), nullptr);
+          MatMulQ4Float(M, a.data(), *w, got_mt.data(), &pool);
+          for (int64_t i = 0; i < M * N; ++i) {
+            ASSERT_EQ(got[i], want[i]) << tier << " float M=" << M << " K=" << K << " N=" << N << " i=" << i;
+            ASSERT_EQ(got_mt[i], want[i]) << tier << " float threads M=" << M << " K=" << K << " N=" << N;
+          }
         }
   }
   ResetKernelTier(KernelFamily::kQ4);
@@ -213,6 +223,31 @@ TEST(MatMulQ4, CloseToFloatOfDequantisedWeights) {
       max_ref = std::max(max_ref, std::fabs(ref));
     }
   EXPECT_LT(max_err / max_ref, 0.01) << max_err << " / " << max_ref;
+}
+
+// The float-activation form against the double product of the dequantised weights: float32
+// accumulation only (four chains of K/4 terms), no activation rounding.
+TEST(MatMulQ4Float, CloseToDoubleProductOfDequantisedWeights) {
+  std::mt19937 rng(19);
+  const int64_t M = 5, K = 1024, N = 40;
+  const auto a = RandomFloats(M * K, rng);
+  const auto codes = RandomCodes(N * K, rng);
+  const auto d = RandomFloats(N * K / 32, rng, 0.01f, 0.02f);
+  const auto m = RandomFloats(N * K / 32, rng, -0.2f, 0.0f);
+  auto w = PackedWeightsQ4::Pack(K, N, codes.data(), d.data(), m.data(), nullptr);
+  ASSERT_TRUE(w.ok());
+  std::vector<float> y(M * N);
+  MatMulQ4Float(M, a.data(), *w, y.data(), nullptr);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double wk = std::fma(float(codes[n * K + k]), d[n * (K / 32) + k / 32], m[n * (K / 32) + k / 32]);
+        ref += double{a[r * K + k]} * wk;
+        mag += std::fabs(double{a[r * K + k]} * wk);
+      }
+      EXPECT_NEAR(y[r * N + n], ref, 1e-6 * mag) << r << " " << n;
+    }
 }
 
 // ---- weight-only DequantizeLinear -> MatMul graphs ----

@@ -1,9 +1,17 @@
-// oneinfer::Generator: text generation over a Session whose graph follows the causal-LM
-// convention: input_ids int64 [1, S] -> logits float [1, S, V], optionally with a stacked
-// KV cache: past_kv float [2L, 1, KVH, P, D] in, present_kv [2L, 1, KVH, P+S, D] out
-// (index 2l = key of layer l, 2l+1 = value). With the cache the prompt runs as a prefill (in
-// chunks when long) and each new token as one step; without it every step re-runs the whole
-// sequence, and attention memory grows with its square.
+// oneinfer::Generator: text generation over a Session whose graph is a causal LM: input_ids
+// [1, S] (int64 or int32) -> logits [1, S, V] (float32 or float16), in one of the KV-cache
+// conventions below, detected from the graph's inputs and outputs:
+// - none: input_ids -> logits; every step re-runs the whole sequence (attention memory grows
+//   with its square); attention_mask / position_ids inputs, if any, are fed as below;
+// - stacked (oneinfer's export-qwen3): past_kv float [2L, 1, KVH, P, D] in, present_kv
+//   [2L, 1, KVH, P+S, D] out (index 2l = key of layer l, 2l+1 = value);
+// - per layer (Hugging Face optimum / transformers.js and the onnxruntime-genai builder):
+//   past_key_values.{l}.key / .value [1, KVH, P, D] in, present.{l}.key / .value out, float32 or
+//   float16, with attention_mask [1, P+S] (all ones: one unpadded sequence), position_ids [1, S]
+//   (P .. P+S-1) when the graph has it, and use_cache_branch (optimum's merged decoders) true once
+//   the cache holds tokens. genai files made for a shared past/present buffer run in the grown
+//   form: their attention computes the same values either way.
+// With a cache the prompt runs as a prefill (in chunks when long) and each new token as one step.
 #pragma once
 
 #include <cstdint>
@@ -56,10 +64,13 @@ using TokenCallback = std::function<bool(int32_t id, const float* logits, int64_
 // Session and run concurrently.
 class ONEINFER_API Generator {
  public:
-  // Checks the session's inputs and outputs against the convention above.
+  // Checks the session's inputs and outputs against the conventions above; a graph that fits
+  // none gets one error naming what was expected.
   static absl::StatusOr<std::unique_ptr<Generator>> Create(const Session& session);
 
-  bool cached() const { return cached_; }
+  enum class CacheLayout { kNone, kStacked, kPerLayer };
+  CacheLayout cache_layout() const { return layout_; }
+  bool cached() const { return layout_ != CacheLayout::kNone; }
   int64_t vocab_size() const { return vocab_; }
   // Maximum positions the model was exported for (0 when the model does not say).
   int64_t max_positions() const { return max_positions_; }
@@ -69,11 +80,27 @@ class ONEINFER_API Generator {
 
  private:
   explicit Generator(const Session& s) : session_(s) {}
+  // One cache tensor: the input it is fed as, the output it comes back from, and its empty form
+  // for the first step.
+  struct CacheSlot {
+    std::string input, output;
+    DType dtype = DType::kFloat32;
+    Shape empty_shape;
+  };
+  // The feeds of one forward pass over sequence[first, first + count) with `cache` holding first tokens.
+  std::vector<Feed> Feeds(const std::vector<int64_t>& sequence, size_t first, size_t count,
+                          const std::vector<Tensor>& cache) const;
+
   const Session& session_;
-  bool cached_ = false;
+  CacheLayout layout_ = CacheLayout::kNone;
+  std::vector<CacheSlot> cache_;
+  DType ids_dtype_ = DType::kInt64;
+  DType logits_dtype_ = DType::kFloat32;
+  DType mask_dtype_ = DType::kUndefined;      // kUndefined: the graph has no attention_mask
+  DType position_dtype_ = DType::kUndefined;  // kUndefined: no position_ids
+  bool has_cache_branch_ = false;             // optimum's use_cache_branch
   int64_t vocab_ = 0;
   int64_t max_positions_ = 0;
-  Shape past_shape_;  // [2L, 1, KVH, 0, D] for the first step
 };
 
 // Picks the next token from one row of logits (exposed for tests).
