@@ -151,6 +151,15 @@ constexpr char kConventions[] =
 
 }  // namespace
 
+struct Generator::CacheSlot {
+  std::string input, output;
+  DType dtype = DType::kFloat32;
+  Shape empty_shape;
+};
+
+Generator::Generator(const Session& s) : session_(s) {}
+Generator::~Generator() = default;
+
 absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Session& session) {
   std::unique_ptr<Generator> g(new Generator(session));
   const IOInfo* ids = Find(session.inputs(), "input_ids");

@@ -67,6 +67,7 @@ class ONEINFER_API Generator {
   // Checks the session's inputs and outputs against the conventions above; a graph that fits
   // none gets one error naming what was expected.
   static absl::StatusOr<std::unique_ptr<Generator>> Create(const Session& session);
+  ~Generator();
 
   enum class CacheLayout { kNone, kStacked, kPerLayer };
   CacheLayout cache_layout() const { return layout_; }
@@ -79,14 +80,10 @@ class ONEINFER_API Generator {
                                             const TokenCallback& on_token = nullptr) const;
 
  private:
-  explicit Generator(const Session& s) : session_(s) {}
+  explicit Generator(const Session& s);
   // One cache tensor: the input it is fed as, the output it comes back from, and its empty form
-  // for the first step.
-  struct CacheSlot {
-    std::string input, output;
-    DType dtype = DType::kFloat32;
-    Shape empty_shape;
-  };
+  // for the first step (defined in llm/generator.cc).
+  struct CacheSlot;
   // The feeds of one forward pass over sequence[first, first + count) with `cache` holding first tokens.
   std::vector<Feed> Feeds(const std::vector<int64_t>& sequence, size_t first, size_t count,
                           const std::vector<Tensor>& cache) const;
