@@ -311,11 +311,14 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
   const size_t chunk = static_cast<size_t>(options.prefill_chunk);
   for (int step = 0; step < options.max_new_tokens; ++step) {
     if (max_positions_ > 0 && static_cast<int64_t>(sequence.size()) > max_positions_) break;
-    // A long prompt goes through the cache a chunk at a time: each chunk's attention is
-    // chunk x (past + chunk), so memory grows linearly with the prompt, not quadratically.
-    // The chunks ask for the cache alone, so the session skips their logits; the prompt's last
-    // token then runs by itself and its single row of logits chooses the first token.
-    while (step == 0 && has_cache && chunk > 0 && sequence.size() - fed > 1) {
+    // A prompt that fits in one chunk runs in one pass, as other runtimes feed it (a graph with
+    // per-tensor dynamic quantisation computes other numbers for other splits). A longer one goes
+    // through the cache a chunk at a time: each chunk's attention is chunk x (past + chunk), so
+    // memory grows linearly with the prompt, not quadratically. The chunks ask for the cache
+    // alone, so the session skips their logits; the prompt's last token then runs by itself and
+    // its single row of logits chooses the first token.
+    const bool chunked = step == 0 && has_cache && chunk > 0 && sequence.size() > chunk;
+    while (chunked && sequence.size() - fed > 1) {
       const size_t take = std::min(chunk, sequence.size() - fed - 1);
       const auto t0 = std::chrono::steady_clock::now();
       auto outs = session_.Run(Feeds(sequence, fed, take, cache), cache_outputs, run);

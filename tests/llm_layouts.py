@@ -15,6 +15,13 @@ usage: llm_layouts.py LAYOUT CONFIG OUT.onnx [--seed N]
                           MatMulNBits, 4-bit, block 32, packed uint8 zero points (asymmetric),
                           as ONNX Runtime's MatMul4BitsQuantizer writes them
           optimum-q4sym   the same at block 128, symmetric (no zero points: 8 implied)
+          optimum-q8      transformers.js's model_quantized.onnx form (ONNX Runtime's
+                          quantize_dynamic): DynamicQuantizeLinear -> MatMulInteger with int8
+                          weights, one scale per tensor, zero point 0 -> Cast -> Mul by the
+                          product of the scales; the embedding table int8 behind a
+                          DequantizeLinear
+          optimum-q8col   the same per column: uint8 weights with a scale and zero point per
+                          output column
   CONFIG  tiny            2 layers, hidden 64, 4 heads, 2 kv heads, head_dim 16, vocab 1000
           real2           2 layers of Qwen3-0.6B's width: hidden 1024, 16 heads, 8 kv heads,
                           head_dim 128, intermediate 3072, vocab 151936
@@ -50,8 +57,8 @@ class Graph:
         self.inits.append(numpy_helper.from_array(np.asarray(arr), n))
         return n
 
-    def op(self, op_type, inputs, hint=None, outputs=None, domain="", **attrs):
-        outs = outputs or [self.name(hint or op_type)]
+    def op(self, op_type, inputs, hint=None, outputs=None, domain="", n_out=1, **attrs):
+        outs = outputs or [self.name(hint or op_type) for _ in range(n_out)]
         self.nodes.append(helper.make_node(op_type, inputs, outs, name=self.name(op_type + "_node"), domain=domain,
                                            **attrs))
         return outs[0] if len(outs) == 1 else outs
@@ -94,6 +101,7 @@ def build(layout, cfg, rng):
     L, Hd, H, KVH, D, I, V = (cfg[k] for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "inter", "vocab"))
     sdpa = layout == "optimum-sdpa"
     q4 = layout.startswith("optimum-q4")
+    q8 = layout.startswith("optimum-q8")
     g = Graph()
 
     def weight(k, n):
@@ -101,6 +109,22 @@ def build(layout, cfg, rng):
 
     def linear(x, k, n, hint):
         w = weight(k, n)
+        if q8:
+            xq, xs, xz = g.op("DynamicQuantizeLinear", [x], hint + "/x_q", n_out=3)
+            if layout == "optimum-q8col":
+                lo, hi = np.minimum(w.min(axis=0), 0), np.maximum(w.max(axis=0), 0)
+                ws = ((hi - lo) / 255.0).astype(np.float32)
+                ws[ws == 0] = 1.0
+                wz = np.clip(np.round(-lo / ws), 0, 255).astype(np.uint8)
+                wq = np.clip(np.round(w / ws) + wz, 0, 255).astype(np.uint8)
+            else:
+                ws = np.array(np.abs(w).max() / 127.0, dtype=np.float32)
+                wz = np.array(0, dtype=np.int8)
+                wq = np.clip(np.round(w / ws), -127, 127).astype(np.int8)
+            mm = g.op("MatMulInteger", [xq, g.const(wq, hint + ".weight_quantized"), xz,
+                                        g.const(wz, hint + ".weight_zero_point")], hint + "/MatMulInteger")
+            scale = g.op("Mul", [xs, g.const(ws, hint + ".weight_scale")])
+            return g.op("Mul", [g.op("Cast", [mm], to=TensorProto.FLOAT), scale], hint)
         if not q4:
             return g.op("MatMul", [x, g.const(w, hint + ".weight")], hint)
         block, sym = (128, True) if layout == "optimum-q4sym" else (32, False)
@@ -148,7 +172,14 @@ def build(layout, cfg, rng):
     sin = g.op("Unsqueeze", [g.op("Sin", [emb]), g.i64([1])], "sin")
 
     embed = (rng.standard_normal((V, Hd))).astype(np.float32)
-    x = g.op("Gather", [g.const(embed, "embed_tokens.weight"), "input_ids"], "embed")
+    if q8:  # int8 table, one scale: DequantizeLinear in front of the Gather
+        es = np.float32(np.abs(embed).max() / 127.0)
+        eq = np.clip(np.round(embed / es), -127, 127).astype(np.int8)
+        table = g.op("DequantizeLinear", [g.const(eq, "embed_tokens.weight_quantized"), g.f32(es),
+                                          g.const(np.array(0, np.int8), "embed_zp")], "embed_tokens.weight")
+    else:
+        table = g.const(embed, "embed_tokens.weight")
+    x = g.op("Gather", [table, "input_ids"], "embed")
     scale = 1.0 / np.sqrt(D)
     for l in range(L):
         p = f"layers.{l}"
@@ -212,7 +243,8 @@ def build(layout, cfg, rng):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("layout", choices=["optimum-eager", "optimum-sdpa", "optimum-q4", "optimum-q4sym"])
+    ap.add_argument("layout", choices=["optimum-eager", "optimum-sdpa", "optimum-q4", "optimum-q4sym", "optimum-q8",
+                                       "optimum-q8col"])
     ap.add_argument("config", choices=sorted(CONFIGS))
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=1)

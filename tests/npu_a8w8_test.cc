@@ -361,7 +361,7 @@ GenerationRun Generate(const fs::path& model, const NpuOptions& npu) {
     ASSERT_TRUE(generator.ok()) << generator.status();
     GenerateOptions gen;
     gen.max_new_tokens = 4;
-    // 20 tokens: the prefill runs the first 19 (m=19), then the last one alone for the logits.
+    // 20 tokens: the prompt fits one chunk, so the prefill runs all 20 (m=20) in one pass.
     const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38,
                                          46, 26, 43, 38, 32, 79, 50, 28, 84, 19};
     auto result = (*generator)->Generate(prompt, gen, [&](int32_t, const float* logits, int64_t vocab) {
@@ -437,7 +437,7 @@ TEST_F(NpuQwen3Session, DesignsWithoutADeviceRunOnTheHostWithOneNotice) {
   EXPECT_EQ(CountLines(r.err, "npu: no NPU device ("), 1) << r.err;
   EXPECT_NE(r.err.find("every int8 GEMM runs on the host"), std::string::npos) << r.err;
   // The router was consulted: the prefill fell back, the decode steps stayed below the threshold.
-  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=19 k=64 n=64"), 0) << r.err;
+  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=20 k=64 n=64"), 0) << r.err;
   EXPECT_GT(CountLines(r.err, "npu_qdq_host_rows m=1 k=64 n=64 min=16"), 0) << r.err;
   EXPECT_EQ(CountLines(r.err, "npu_qdq_device"), 0) << r.err;
   EXPECT_EQ(r.counters.device, 0);
@@ -449,7 +449,7 @@ TEST_F(NpuQwen3Session, EmulatedDeviceRunsTheProjectionsWithTheSameOutputs) {
   ExpectSameAsBaseline(r);
   EXPECT_EQ(CountLines(r.err, "npu: "), 0) << r.err;
   for (const char* shape : {"k=64 n=64", "k=64 n=32", "k=64 n=128", "k=128 n=64"}) {
-    EXPECT_GT(CountLines(r.err, absl::StrCat("npu_qdq_device m=19 ", shape, " design=32x")), 0)
+    EXPECT_GT(CountLines(r.err, absl::StrCat("npu_qdq_device m=20 ", shape, " design=32x")), 0)
         << shape << "\n" << r.err;
   }
   EXPECT_GT(CountLines(r.err, "npu_qdq_host_rows m=1 "), 0) << r.err;
@@ -461,7 +461,7 @@ TEST_F(NpuQwen3Session, WithoutTraceTheLinesReachOnlyTheSink) {
   ExpectSameAsBaseline(r);
   EXPECT_EQ(r.err.find("npu"), std::string::npos) << r.err;
   int device_lines = 0;
-  for (const std::string& line : r.npu_lines) device_lines += absl::StartsWith(line, "npu_qdq_device m=19 ");
+  for (const std::string& line : r.npu_lines) device_lines += absl::StartsWith(line, "npu_qdq_device m=20 ");
   EXPECT_GT(device_lines, 0);
   EXPECT_EQ(device_lines, r.counters.device);
 }
@@ -486,10 +486,10 @@ TEST_F(NpuQwen3Session, BadDesignTableIsReportedAndNeverFailsTheRun) {
   EXPECT_NE(r.err.find("missing.xclbin"), std::string::npos) << r.err;
   EXPECT_EQ(CountLines(r.err, "npu: design 32x64x128: "), 1) << r.err;
   EXPECT_EQ(CountLines(r.err, "npu: "), 3) << r.err;
-  EXPECT_GT(CountLines(r.err, "npu_qdq_device m=19 k=64 n=64 design=32x64x64"), 0) << r.err;
-  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=19 k=64 n=32"), 0) << r.err;
-  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=19 k=64 n=128"), 0) << r.err;
-  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=19 k=128 n=64"), 0) << r.err;
+  EXPECT_GT(CountLines(r.err, "npu_qdq_device m=20 k=64 n=64 design=32x64x64"), 0) << r.err;
+  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=20 k=64 n=32"), 0) << r.err;
+  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=20 k=64 n=128"), 0) << r.err;
+  EXPECT_GT(CountLines(r.err, "npu_qdq_fallback m=20 k=128 n=64"), 0) << r.err;
 }
 
 }  // namespace

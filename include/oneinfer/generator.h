@@ -36,10 +36,10 @@ struct GenerateOptions {
   int max_new_tokens = 32;
   SamplingOptions sampling;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
-  // Cached models take the prompt this many tokens at a time (0 = all at once): attention then
-  // needs chunk x prompt floats per head, not prompt x prompt. The chunks compute the cache alone
-  // and the prompt's last token runs by itself, so logits are one row, not one per prompt token.
-  // Same tokens either way.
+  // Cached models take a prompt longer than this many tokens a chunk at a time (0 = all at
+  // once): attention then needs chunk x prompt floats per head, not prompt x prompt. The chunks
+  // compute the cache alone and the prompt's last token runs by itself, so logits are one row,
+  // not one per prompt token. A prompt of at most this many tokens runs in one pass.
   int prefill_chunk = 256;
   // Checked by every forward pass (between nodes, Loop iterations, ...): setting its cancel flag
   // or passing its deadline stops generation, also in the middle of a prefill. nullptr = none.
