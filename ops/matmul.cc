@@ -12,6 +12,7 @@
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
+#include "base/half.h"
 #include "base/mapped_file.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/matmul.h"
@@ -126,23 +127,24 @@ absl::Status MatMulCompute(OpContext& ctx) {
   });
 }
 
-// MatMul whose B is a constant float32 [K, N] matrix. The weight is prepared into a kernel's
-// own layout once, by PrepareWeights when the session loads (or on the first run when
+// MatMul whose B is a constant float32 or float16 [K, N] matrix. The weight is prepared into a
+// kernel's own layout once, by PrepareWeights when the session loads (or on the first run when
 // SessionOptions::prepare_weights is off), after which its mapped file pages are dropped: the
 // prepared copy replaces them. `Weights` is the prepared form; `multiply(rows, a, weights, y,
-// pool)` computes y = a * B.
+// pool)` computes y = a * B in float32. A float16 model's A is widened to float32 and the result
+// rounded once to float16, as ONNX Runtime's CPU provider computes a float16 MatMul.
 template <typename Weights>
 class ConstantWeightMatMulKernel : public OpKernel {
  public:
   // A std::function: the A8W8 preparation carries the session's offload.
-  using Prepare = std::function<Weights(const float* b, int64_t K, int64_t N, ThreadPool* pool)>;
+  using Prepare = std::function<Weights(const Tensor& b, ThreadPool* pool)>;
   using Multiply = void (*)(int64_t rows, const float* a, const Weights& w, float* y, ThreadPool* pool);
   ConstantWeightMatMulKernel(Tensor b, Prepare prepare, Multiply multiply)
       : b_(std::move(b)), prepare_(std::move(prepare)), multiply_(multiply) {}
 
   absl::Status PrepareWeights(ThreadPool* pool) const override {
     std::call_once(prepared_once_, [&] {
-      weights_ = prepare_(b_.data<float>(), b_.dim(0), b_.dim(1), pool);
+      weights_ = prepare_(b_, pool);
       ReleaseMappedPages(b_);
     });
     return absl::OkStatus();
@@ -152,16 +154,29 @@ class ConstantWeightMatMulKernel : public OpKernel {
     if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
     const Tensor& a = ctx.input(0);
     const int64_t K = b_.dim(0), N = b_.dim(1);
-    if (a.dtype() != DType::kFloat32) return InvalidArgument(ctx, "A and B have different element types");
+    if (a.dtype() != b_.dtype()) return InvalidArgument(ctx, "A and B have different element types");
     if (a.rank() < 1 || a.dim(-1) != K) {
       return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", ", N, "]");
     }
     PrepareWeights(ctx.thread_pool()).IgnoreError();  // a no-op after the session's load-time call
     Shape out = a.shape();
     out.back() = N;
-    Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, out);
+    Tensor& y = ctx.AllocateOutputUninitialized(0, a.dtype(), out);
     if (y.num_elements() == 0) return absl::OkStatus();
-    multiply_(a.num_elements() / K, a.data<float>(), weights_, y.data<float>(), ctx.thread_pool());
+    const int64_t rows = a.num_elements() / K;
+    if (a.dtype() == DType::kFloat32) {
+      multiply_(rows, a.data<float>(), weights_, y.data<float>(), ctx.thread_pool());
+      return absl::OkStatus();
+    }
+    Tensor a32 = ctx.AllocateTemp(DType::kFloat32, a.shape(), /*zero=*/false);
+    Tensor y32 = ctx.AllocateTemp(DType::kFloat32, out, /*zero=*/false);
+    const uint16_t* ah = a.data<uint16_t>();
+    float* af = a32.data<float>();
+    for (int64_t i = 0; i < a.num_elements(); ++i) af[i] = F16ToF32(ah[i]);
+    multiply_(rows, af, weights_, y32.data<float>(), ctx.thread_pool());
+    const float* yf = y32.data<float>();
+    uint16_t* yh = y.data<uint16_t>();
+    for (int64_t i = 0; i < y.num_elements(); ++i) yh[i] = F32ToF16(yf[i]);
     return absl::OkStatus();
   }
 
@@ -173,11 +188,23 @@ class ConstantWeightMatMulKernel : public OpKernel {
   mutable Weights weights_;
 };
 
-// Float: B packed into the GEMM's panel layout, every run streams the packed panels.
+// B (float32 or float16) as float32 values: the tensor's own when float32, else widened.
+std::vector<float> WidenedWeights(const Tensor& b) {
+  std::vector<float> w(static_cast<size_t>(b.num_elements()));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = F16ToF32(b.data<uint16_t>()[i]);
+  return w;
+}
+
+// Float: B packed into the GEMM's panel layout (float16 panels for a float16 B, widened block by
+// block inside the GEMM), every run streams the packed panels.
 std::unique_ptr<OpKernel> MakePackedFloatMatMul(const Tensor& b) {
   return std::make_unique<ConstantWeightMatMulKernel<PackedMatrixB>>(
       b,
-      [](const float* w, int64_t K, int64_t N, ThreadPool* pool) { return PackedMatrixB::Pack(false, K, N, w, N, pool); },
+      [](const Tensor& w, ThreadPool* pool) {
+        const int64_t K = w.dim(0), N = w.dim(1);
+        return w.dtype() == DType::kFloat16 ? PackedMatrixB::PackHalf(false, K, N, w.data<uint16_t>(), N, pool)
+                                             : PackedMatrixB::Pack(false, K, N, w.data<float>(), N, pool);
+      },
       [](int64_t rows, const float* a, const PackedMatrixB& w, float* y, ThreadPool* pool) {
         SgemmPacked(rows, w.N(), w.K(), 1.f, a, w.K(), w, 0.f, y, w.N(), pool);
       });
@@ -189,8 +216,10 @@ std::unique_ptr<OpKernel> MakePackedFloatMatMul(const Tensor& b) {
 std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b, Int8GemmOffload* offload) {
   return std::make_unique<ConstantWeightMatMulKernel<A8W8Weights>>(
       b,
-      [offload](const float* w, int64_t K, int64_t N, ThreadPool*) {
-        return A8W8Weights::FromFloat(w, K, N, offload);
+      [offload](const Tensor& w, ThreadPool*) {
+        if (w.dtype() == DType::kFloat32) return A8W8Weights::FromFloat(w.data<float>(), w.dim(0), w.dim(1), offload);
+        const std::vector<float> wide = WidenedWeights(w);
+        return A8W8Weights::FromFloat(wide.data(), w.dim(0), w.dim(1), offload);
       },
       [](int64_t rows, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
         MatMulA8W8(rows, a, w, y, pool);
@@ -200,7 +229,8 @@ std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b, Int8GemmOffload* offlo
 }  // namespace
 
 MatMulBinding BindMatMul(const Tensor* b, MatMulPrecision precision) {
-  if (b == nullptr || b->dtype() != DType::kFloat32 || b->rank() != 2 || b->dim(0) <= 0 || b->dim(1) <= 0) {
+  if (b == nullptr || (b->dtype() != DType::kFloat32 && b->dtype() != DType::kFloat16) || b->rank() != 2 ||
+      b->dim(0) <= 0 || b->dim(1) <= 0) {
     return MatMulBinding::kGeneric;
   }
   if (precision == MatMulPrecision::kInt8 && b->dim(0) <= PackedWeightsS8::kMaxK) return MatMulBinding::kInt8A8W8;

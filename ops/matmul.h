@@ -7,8 +7,8 @@
 namespace oneinfer {
 
 enum class MatMulBinding {
-  kGeneric,      // B is not a constant float32 matrix: the per-call GEMM (attention products)
-  kFloatPacked,  // constant float32 B packed once for the float GEMM
+  kGeneric,      // B is not a constant float32 / float16 matrix: the per-call GEMM (attention products)
+  kFloatPacked,  // constant float32 (or float16, kept in 2 bytes) B packed once for the float GEMM
   kInt8A8W8,     // constant B quantised per column once; activations per row each call
 };
 

@@ -22,6 +22,10 @@ usage: llm_layouts.py LAYOUT CONFIG OUT.onnx [--seed N]
                           DequantizeLinear
           optimum-q8col   the same per column: uint8 weights with a scale and zero point per
                           output column
+          optimum-fp16    optimum-eager exported in float16 (torch_dtype=float16): float16
+                          weights, activations, KV cache and logits; RMSNorm, rotary cos/sin and
+                          softmax computed in float32 between Casts, as the modeling code asks,
+                          the mask filled with float16's lowest value
   CONFIG  tiny            2 layers, hidden 64, 4 heads, 2 kv heads, head_dim 16, vocab 1000
           real2           2 layers of Qwen3-0.6B's width: hidden 1024, 16 heads, 8 kv heads,
                           head_dim 128, intermediate 3072, vocab 151936
@@ -102,10 +106,22 @@ def build(layout, cfg, rng):
     sdpa = layout == "optimum-sdpa"
     q4 = layout.startswith("optimum-q4")
     q8 = layout.startswith("optimum-q8")
+    fp16 = layout == "optimum-fp16"
+    DT = np.float16 if fp16 else np.float32  # the model's dtype
+    ET = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
     g = Graph()
 
     def weight(k, n):
-        return (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        return (rng.standard_normal((k, n)) / np.sqrt(k)).astype(DT)
+
+    def to_model_dtype(x):  # .to(input_dtype) after a float32 computation
+        return g.op("Cast", [x], to=TensorProto.FLOAT16) if fp16 else x
+
+    def to_float32(x):
+        return g.op("Cast", [x], to=TensorProto.FLOAT) if fp16 else x
+
+    def scalar(v):  # a constant of the model's dtype
+        return g.const(np.array(v, dtype=DT), "scalar")
 
     def linear(x, k, n, hint):
         w = weight(k, n)
@@ -136,10 +152,11 @@ def build(layout, cfg, rng):
 
     def rms_norm(x, width, hint):
         # torch's export of Qwen3RMSNorm: x * rsqrt(mean(x^2) + eps) * weight
-        w = (1.0 + 0.1 * rng.standard_normal(width)).astype(np.float32)
+        w = (1.0 + 0.1 * rng.standard_normal(width)).astype(DT)
+        x = to_float32(x)
         var = g.op("ReduceMean", [g.op("Pow", [x, g.f32(2.0)])], hint + "/var", axes=[-1], keepdims=1)
         inv = g.op("Div", [g.f32(1.0), g.op("Sqrt", [g.op("Add", [var, g.f32(EPS)])])])
-        return g.op("Mul", [g.const(w, hint + ".weight"), g.op("Mul", [x, inv])], hint)
+        return g.op("Mul", [g.const(w, hint + ".weight"), to_model_dtype(g.op("Mul", [x, inv]))], hint)
 
     def rotate(x, cos, sin):
         x1 = g.op("Slice", [x, g.i64([0]), g.i64([D // 2]), g.i64([3])])
@@ -157,7 +174,8 @@ def build(layout, cfg, rng):
     causal = g.op("LessOrEqual", [g.op("Unsqueeze", [cols, g.i64([0])]), g.op("Unsqueeze", [rows, g.i64([1])])])
     pad = g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TensorProto.BOOL), g.i64([1, 2])])
     keep = g.op("And", [causal, pad])
-    mask = g.op("Where", [keep, g.f32(0.0), g.f32(-np.inf if sdpa else FINFO_MIN)], "causal_mask")
+    lowest = float(np.finfo(np.float16).min) if fp16 else FINFO_MIN
+    mask = g.op("Where", [keep, scalar(0.0), scalar(-np.inf if sdpa else lowest)], "causal_mask")
 
     # Rotary cos/sin [B, 1, S, D] from position_ids.
     inv_freq = (1.0 / cfg["theta"] ** (np.arange(0, D, 2, dtype=np.float64) / D)).astype(np.float32)
@@ -168,10 +186,10 @@ def build(layout, cfg, rng):
     else:
         freqs = g.op("Mul", [g.op("Unsqueeze", [pos, g.i64([2])]), g.const(inv_freq, "inv_freq")])
     emb = g.op("Concat", [freqs, freqs], axis=-1)
-    cos = g.op("Unsqueeze", [g.op("Cos", [emb]), g.i64([1])], "cos")
-    sin = g.op("Unsqueeze", [g.op("Sin", [emb]), g.i64([1])], "sin")
+    cos = g.op("Unsqueeze", [to_model_dtype(g.op("Cos", [emb])), g.i64([1])], "cos")
+    sin = g.op("Unsqueeze", [to_model_dtype(g.op("Sin", [emb])), g.i64([1])], "sin")
 
-    embed = (rng.standard_normal((V, Hd))).astype(np.float32)
+    embed = (rng.standard_normal((V, Hd))).astype(DT)
     if q8:  # int8 table, one scale: DequantizeLinear in front of the Gather
         es = np.float32(np.abs(embed).max() / 127.0)
         eq = np.clip(np.round(embed / es), -127, 127).astype(np.int8)
@@ -205,11 +223,12 @@ def build(layout, cfg, rng):
 
         kt = g.op("Transpose", [repeat_kv(k_all)], perm=[0, 1, 3, 2])
         if sdpa:
-            root = g.f32(np.sqrt(scale))
+            root = scalar(np.sqrt(scale))
             scores = g.op("MatMul", [g.op("Mul", [q, root]), g.op("Mul", [kt, root])])
         else:
-            scores = g.op("Mul", [g.op("MatMul", [q, kt]), g.f32(scale)])
-        probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
+            scores = g.op("Mul", [g.op("MatMul", [q, kt]), scalar(scale)])
+        # softmax(..., dtype=torch.float32).to(query.dtype)
+        probs = to_model_dtype(g.op("Softmax", [to_float32(g.op("Add", [scores, mask]))], axis=-1))
         ctx = g.op("MatMul", [probs, repeat_kv(v_all)])
         ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), g.i64([0, 0, H * D])])
         x = g.op("Add", [x, linear(ctx, H * D, Hd, p + ".o_proj")])
@@ -221,7 +240,7 @@ def build(layout, cfg, rng):
     logits = linear(x, Hd, V, "lm_head")
     g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
 
-    f = TensorProto.FLOAT
+    f = ET
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
               helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch_size", "sequence_length"])]
@@ -244,7 +263,7 @@ def build(layout, cfg, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("layout", choices=["optimum-eager", "optimum-sdpa", "optimum-q4", "optimum-q4sym", "optimum-q8",
-                                       "optimum-q8col"])
+                                       "optimum-q8col", "optimum-fp16"])
     ap.add_argument("config", choices=sorted(CONFIGS))
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=1)
@@ -255,7 +274,7 @@ def main():
     with open(a.out, "wb") as f:
         f.write(data)
     print(json.dumps({"layers": cfg["layers"], "kv_heads": cfg["kv_heads"], "head_dim": cfg["head_dim"],
-                      "vocab": cfg["vocab"], "kv_dtype": "float32"}))
+                      "vocab": cfg["vocab"], "kv_dtype": "float16" if a.layout == "optimum-fp16" else "float32"}))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 
@@ -209,6 +210,44 @@ TEST(PackedMatrixB, LayoutAndSize) {
   EXPECT_EQ(pb.data()[kSgemmPanel * 1 + 5], b[1 * 40 + 5]);                  // panel 0, k=1
   EXPECT_EQ(pb.data()[3 * kSgemmPanel + kSgemmPanel * 2 + 7], b[2 * 40 + 39]);  // panel 1, k=2
   EXPECT_EQ(pb.data()[3 * kSgemmPanel + 8], 0.0f);                            // zero padding
+}
+
+// float16 panels (PackHalf): the product of the widened values, on every tier, at the tile and
+// cache-block edges, both orientations of B, 1 and 3 threads; and with M > 4 (packed A, the same
+// K blocks as float panels) bit-identical to the float32 packing of the same values.
+TEST(PackedMatrixB, HalfPanelsComputeTheWidenedProduct) {
+  ThreadPool pool(3);
+  std::mt19937 rng(23);
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kFloat)) {
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kFloat, tier));
+    for (const Shape& sh : GridShapes()) {
+      const int64_t M = sh.M, N = sh.N, K = sh.K;
+      for (bool trans_b : {false, true}) {
+        const std::vector<float> a = Random(M * K, rng);
+        std::vector<uint16_t> bh(static_cast<size_t>(K * N));
+        std::vector<float> bw(bh.size());
+        const std::vector<float> b = Random(bh.size(), rng);
+        for (size_t i = 0; i < bh.size(); ++i) {
+          bh[i] = F32ToF16(b[i]);
+          bw[i] = F16ToF32(bh[i]);
+        }
+        const int64_t ldb = trans_b ? K : N;
+        const PackedMatrixB ph = PackedMatrixB::PackHalf(trans_b, K, N, bh.data(), ldb);
+        const PackedMatrixB pf = PackedMatrixB::Pack(trans_b, K, N, bw.data(), ldb);
+        ASSERT_TRUE(ph.half());
+        ASSERT_EQ(ph.bytes() * 2, pf.bytes());
+        std::vector<float> want(M * N), got(M * N), got_f(M * N);
+        SgemmReference(false, trans_b, M, N, K, 1.0f, a.data(), K, bw.data(), ldb, 0.0f, want.data(), N);
+        SgemmPacked(M, N, K, 1.0f, a.data(), K, ph, 0.0f, got.data(), N, (M * N) % 2 ? &pool : nullptr);
+        SgemmPacked(M, N, K, 1.0f, a.data(), K, pf, 0.0f, got_f.data(), N, (M * N) % 2 ? &pool : nullptr);
+        for (int64_t i = 0; i < M * N; ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-5 * K + 1e-6) << tier << " M=" << M << " N=" << N << " K=" << K;
+          if (M > 4) ASSERT_EQ(got[i], got_f[i]) << tier << " M=" << M << " N=" << N << " K=" << K;
+        }
+      }
+    }
+  }
+  ResetKernelTier(KernelFamily::kFloat);
 }
 
 }  // namespace

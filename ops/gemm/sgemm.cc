@@ -1,6 +1,7 @@
 // Sgemm driver: tier dispatch, cache blocking, packing and the thread split.
 #include "ops/gemm/sgemm.h"
 
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <iterator>
 #include <new>
 
+#include "base/half.h"
 #include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm_internal.h"
@@ -58,38 +60,40 @@ float* Scratch(int slot, int64_t floats) {
   return buf.p[slot];
 }
 
-// dst: ceil(nc/32) panels of kc x 32 (zero-padded) holding op(B)[k0:k0+kc, n0:n0+nc].
-void PackB(bool trans_b, const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0,
-           int64_t nc, float* dst) {
+// dst: ceil(nc/32) panels of kc x 32 (zero-padded) holding op(B)[k0:k0+kc, n0:n0+nc]
+// (T: float, or uint16_t float16 patterns, copied as they are).
+template <typename T>
+void PackB(bool trans_b, const T* B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0,
+           int64_t nc, T* dst) {
   constexpr int64_t P = kSgemmPanel;
   if (!trans_b) {
     // Row by row so the source is read front to back; constant-size memcpy inlines to vector moves.
     const int64_t full = nc / P * P;
     for (int64_t k = 0; k < kc; ++k) {
-      const float* s = B + (k0 + k) * ldb + n0;
-      float* d = dst + k * P;
-      for (int64_t p = 0; p < full; p += P) std::memcpy(d + p * kc, s + p, P * sizeof(float));
+      const T* s = B + (k0 + k) * ldb + n0;
+      T* d = dst + k * P;
+      for (int64_t p = 0; p < full; p += P) std::memcpy(d + p * kc, s + p, P * sizeof(T));
       if (full < nc) {
-        float* o = d + full * kc;
-        for (int64_t j = 0; j < P; ++j) o[j] = full + j < nc ? s[full + j] : 0.0f;
+        T* o = d + full * kc;
+        for (int64_t j = 0; j < P; ++j) o[j] = full + j < nc ? s[full + j] : T{0};
       }
     }
     return;
   }
   for (int64_t p = 0; p < nc; p += P) {
     const int64_t w = std::min(P, nc - p);
-    float* d = dst + (p / P) * kc * P;
+    T* d = dst + (p / P) * kc * P;
     {
-      if (w < P) std::fill(d, d + kc * P, 0.0f);
+      if (w < P) std::fill(d, d + kc * P, T{0});
       // Four source rows at a time so each written panel row is touched once per group.
       int64_t j = 0;
       for (; j + 4 <= w; j += 4) {
-        const float* s0 = B + (n0 + p + j) * ldb + k0;
-        const float* s1 = s0 + ldb;
-        const float* s2 = s1 + ldb;
-        const float* s3 = s2 + ldb;
+        const T* s0 = B + (n0 + p + j) * ldb + k0;
+        const T* s1 = s0 + ldb;
+        const T* s2 = s1 + ldb;
+        const T* s3 = s2 + ldb;
         for (int64_t k = 0; k < kc; ++k) {
-          float* o = d + k * P + j;
+          T* o = d + k * P + j;
           o[0] = s0[k];
           o[1] = s1[k];
           o[2] = s2[k];
@@ -97,7 +101,7 @@ void PackB(bool trans_b, const float* B, int64_t ldb, int64_t k0, int64_t kc, in
         }
       }
       for (; j < w; ++j) {
-        const float* s = B + (n0 + p + j) * ldb + k0;
+        const T* s = B + (n0 + p + j) * ldb + k0;
         for (int64_t k = 0; k < kc; ++k) d[k * P + j] = s[k];
       }
     }
@@ -120,6 +124,20 @@ void PackA(bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, in
         std::memcpy(d + k * mr, A + (k0 + k) * lda + m0 + i, h * sizeof(float));
     }
   }
+}
+
+// dst[i] = float16 src[i] as float32 (exact): F16C where the tier has AVX2, else the portable
+// conversion.
+__attribute__((target("avx,f16c"))) void WidenHalvesF16c(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
+
+void WidenHalves(const SgemmTier& t, const uint16_t* src, float* dst, int64_t n) {
+  if (&t != &gemm_internal::kSgemmTierPortable) return WidenHalvesF16c(src, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
 }
 
 // ---- driver ----
@@ -147,15 +165,17 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
   const bool direct_a = !p.trans_a && mt <= kDirectMaxM;
   // A single row panel uses each B element once, so packing B would only add traffic.
   const bool direct_b = p.packed == nullptr && !p.trans_b && mt <= t.mr;
-  const int64_t kc_max = direct_a ? p.K : std::min(kKc, p.K);
-  const int64_t nc_max = direct_a ? n1 - n0 : kNc;
+  // float16 panels are widened a cache-sized block at a time into float32 scratch.
+  const bool half_b = p.packed != nullptr && p.packed->half();
+  const int64_t kc_max = direct_a && !half_b ? p.K : std::min(kKc, p.K);
+  const int64_t nc_max = direct_a && !half_b ? n1 - n0 : kNc;
   if (direct_a && direct_b) {
     t.small_m(mt, n1 - n0, p.K, p.alpha, p.A + m0 * p.lda, p.lda, p.B + n0, p.ldb, p.beta,
               p.C + m0 * p.ldc + n0, p.ldc);
     return;
   }
   float* bbuf = nullptr;
-  if (p.packed == nullptr && !direct_b)
+  if ((p.packed == nullptr && !direct_b) || half_b)
     bbuf = Scratch(0, kc_max * RoundUp(std::min(nc_max, n1 - n0), P));
   float* abuf = direct_a ? nullptr : Scratch(1, RoundUp(std::min(kMc, mt), t.mr) * kc_max);
 
@@ -166,7 +186,13 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
       const float beta = pc == 0 ? p.beta : 1.0f;
       const float* bblk;
       int64_t b_ks, panel_stride;
-      if (p.packed != nullptr) {
+      if (half_b) {
+        for (int64_t jp = 0; jp < nc; jp += P)
+          WidenHalves(t, p.packed->half_data() + ((jc + jp) / P) * p.K * P + pc * P, bbuf + (jp / P) * kc * P, kc * P);
+        bblk = bbuf;
+        b_ks = P;
+        panel_stride = kc * P;
+      } else if (p.packed != nullptr) {
         bblk = p.packed->data() + (jc / P) * p.K * P + pc * P;
         b_ks = P;
         panel_stride = p.K * P;
@@ -269,11 +295,12 @@ void SgemmReference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   }
 }
 
-PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const float* B,
-                                  int64_t ldb, ThreadPool* pool) {
+template <typename T>
+PackedMatrixB PackedMatrixB::PackAs(bool trans_b, int64_t K, int64_t N, const T* B, int64_t ldb, ThreadPool* pool) {
   PackedMatrixB packed;
   packed.k_ = std::max<int64_t>(0, K);
   packed.n_ = std::max<int64_t>(0, N);
+  packed.half_ = sizeof(T) == 2;
   const size_t bytes = packed.bytes();
   if (bytes == 0) return packed;
   // Weights are hundreds of MB: 2 MB pages turn ~500 page faults per MB into one.
@@ -283,13 +310,23 @@ PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const floa
   void* p = std::aligned_alloc(align, alloc);
   if (p == nullptr) throw std::bad_alloc();
   if (align == kHuge) madvise(p, alloc, MADV_HUGEPAGE);
-  packed.data_.reset(static_cast<float*>(p));
+  packed.data_.reset(p);
   constexpr int64_t P = kSgemmPanel;
   const int64_t k = packed.k_, n = packed.n_;
   ParallelFor(pool, packed.panels(), 16, [&](int64_t p0, int64_t p1) {
-    PackB(trans_b, B, ldb, 0, k, p0 * P, std::min(n, p1 * P) - p0 * P, packed.data_.get() + p0 * k * P);
+    PackB<T>(trans_b, B, ldb, 0, k, p0 * P, std::min(n, p1 * P) - p0 * P, static_cast<T*>(p) + p0 * k * P);
   });
   return packed;
+}
+
+PackedMatrixB PackedMatrixB::Pack(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                                  ThreadPool* pool) {
+  return PackAs<float>(trans_b, K, N, B, ldb, pool);
+}
+
+PackedMatrixB PackedMatrixB::PackHalf(bool trans_b, int64_t K, int64_t N, const uint16_t* B, int64_t ldb,
+                                      ThreadPool* pool) {
+  return PackAs<uint16_t>(trans_b, K, N, B, ldb, pool);
 }
 
 const char* SgemmTierName() { return ActiveTier().name; }

@@ -23,7 +23,9 @@ void SgemmReference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                     float* C, int64_t ldc);
 
 // op(B) [K x N] packed once (at session load) into the kernels' panel layout: column panels
-// of kSgemmPanel floats, each K x kSgemmPanel row-major, the last one zero-padded.
+// of kSgemmPanel elements, each K x kSgemmPanel row-major, the last one zero-padded. The
+// elements are float32, or float16 (PackHalf: a float16 model's weights keep their 2 bytes, and
+// SgemmPacked widens each block of panels to float32, exactly, just before the kernels read it).
 inline constexpr int64_t kSgemmPanel = 32;
 
 class PackedMatrixB {
@@ -32,21 +34,32 @@ class PackedMatrixB {
   // pool (may be null) splits the packing over panels.
   static PackedMatrixB Pack(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                             ThreadPool* pool = nullptr);
+  // B as float16 bit patterns.
+  static PackedMatrixB PackHalf(bool trans_b, int64_t K, int64_t N, const uint16_t* B, int64_t ldb,
+                                ThreadPool* pool = nullptr);
 
   int64_t K() const { return k_; }
   int64_t N() const { return n_; }
-  size_t bytes() const { return static_cast<size_t>(panels()) * k_ * kSgemmPanel * sizeof(float); }
+  bool half() const { return half_; }
+  size_t bytes() const {
+    return static_cast<size_t>(panels()) * k_ * kSgemmPanel * (half_ ? sizeof(uint16_t) : sizeof(float));
+  }
   int64_t panels() const { return (n_ + kSgemmPanel - 1) / kSgemmPanel; }
-  // Panel p starts at data() + p * K() * kSgemmPanel.
-  const float* data() const { return data_.get(); }
+  // Panel p starts at data() + p * K() * kSgemmPanel (float32 packing).
+  const float* data() const { return static_cast<const float*>(data_.get()); }
+  // The same for PackHalf: float16 bit patterns.
+  const uint16_t* half_data() const { return static_cast<const uint16_t*>(data_.get()); }
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
   };
+  template <typename T>
+  static PackedMatrixB PackAs(bool trans_b, int64_t K, int64_t N, const T* B, int64_t ldb, ThreadPool* pool);
   int64_t k_ = 0;
   int64_t n_ = 0;
-  std::unique_ptr<float[], Free> data_;
+  bool half_ = false;
+  std::unique_ptr<void, Free> data_;
 };
 
 // C[M x N] = alpha * A[M x K] * B + beta * C with A row-major (lda) and B pre-packed.
