@@ -111,6 +111,18 @@ std::vector<OpSignature> Declarations() {
   d.push_back(Op("com.microsoft", "MatMulNBits", 1, "rrrooo", "r",
                  {{"K", T::kInt, true}, {"N", T::kInt, true}, {"bits", T::kInt}, {"block_size", T::kInt, true},
                   {"accuracy_level", T::kInt}}));
+  // GroupQueryAttention's 16 inputs: query, key, value, past_key, past_value, seqlens_k,
+  // total_sequence_length, cos_cache, sin_cache, position_ids, attention_bias, head_sink, k_scale,
+  // v_scale, q_norm_weight, k_norm_weight; outputs output, present_key, present_value, output_qk.
+  d.push_back(Op("com.microsoft", "GroupQueryAttention", 1, "roooorrooooooooo", "rooo",
+                 {{"num_heads", T::kInt, true}, {"kv_num_heads", T::kInt, true}, {"causal", T::kInt},
+                  {"scale", T::kFloat}, {"softcap", T::kFloat}, {"local_window_size", T::kInt},
+                  {"sliding_window_cache", T::kInt}, {"do_rotary", T::kInt}, {"rotary_interleaved", T::kInt},
+                  {"smooth_softmax", T::kInt}, {"qk_output", T::kInt}, {"k_quant_type", T::kString},
+                  {"v_quant_type", T::kString}, {"kv_cache_bit_width", T::kInt}, {"qk_norm_epsilon", T::kFloat}}));
+  d.push_back(Op("com.microsoft", "RotaryEmbedding", 1, "rrrr", "r",
+                 {{"scale", T::kFloat}, {"interleaved", T::kInt}, {"rotary_embedding_dim", T::kInt},
+                  {"num_heads", T::kInt}, {"is_packed_batching", T::kInt}}));
 
   // The engine's internal ops (graph/internal_ops.h), as the passes write them.
   namespace io = internal_ops;

@@ -49,5 +49,6 @@ void RegisterContribMatMulNBitsOps(KernelRegistry& r);  // ops/contrib_matmul_nb
 void RegisterContribNormOps(KernelRegistry& r);    // ops/contrib_norm.cc (Simplified/Skip LayerNormalization)
 void RegisterContribActivationOps(KernelRegistry& r);   // ops/contrib_activation.cc (Gelu, BiasGelu, FastGelu, QuickGelu)
 void RegisterContribFusedMatMulOps(KernelRegistry& r);  // ops/contrib_fused_matmul.cc (FusedMatMul)
+void RegisterContribAttentionOps(KernelRegistry& r);    // ops/contrib_attention.cc (GroupQueryAttention, RotaryEmbedding)
 
 }  // namespace oneinfer

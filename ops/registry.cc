@@ -69,6 +69,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterContribNormOps(*r);
     RegisterContribActivationOps(*r);
     RegisterContribFusedMatMulOps(*r);
+    RegisterContribAttentionOps(*r);
     return r;
   }();
   return *registry;

@@ -345,6 +345,243 @@ def activation_cases(root):
     ]
 
 
+# --- GroupQueryAttention, RotaryEmbedding -----------------------------------------------------
+
+def ulp16(x):
+    return np.spacing(np.abs(np.asarray(x, np.float64)).astype(np.float16)).astype(np.float64)
+
+
+def rotate64(x, cos, sin, interleaved):
+    """x [..., D] rotated on its first 2 * half elements with cos/sin [..., half] (float64)."""
+    half = cos.shape[-1]
+    y = x.copy()
+    if interleaved:
+        a, b = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+        y[..., 0:2 * half:2] = a * cos - b * sin
+        y[..., 1:2 * half:2] = b * cos + a * sin
+    else:
+        a, b = x[..., :half], x[..., half:2 * half]
+        y[..., :half] = a * cos - b * sin
+        y[..., half:2 * half] = b * cos + a * sin
+    return y
+
+
+def gqa_case(root, name, B, S, H, KVH, D, P=None, seqlens=None, total=None, packed=False, rotary=None,
+             rot_half=None, scale=None, softcap=None, window=None, smooth=None, sink=False, attn_bias=False,
+             pos_ids=None, dtype=np.float32, cache_rows=None):
+    """P: past length (None: no past inputs); rotary: None, 'half' or 'interleaved'. The bound: every
+    output is a convex combination of value rows, so a logit error e moves it by at most 2 e max|v|;
+    float32 logits differ by the two engines' dot-product orders (at most 2 * D * 2^-24 of sum |q||k| per logit),
+    float16 adds one unit in the last place of each rotated q / k element (both round them to
+    float16 from float32 values that may straddle a rounding boundary) and 1.5 units of the result."""
+    r = rng_for(name)
+    total = total if total is not None else (S if P is None else P + S)
+    seqlens = np.array(seqlens if seqlens is not None else [total - 1] * B, np.int32)
+    first = S == total
+    q = r.normal(0, 1, size=(B, S, H * D)).astype(dtype)
+    k = r.normal(0, 1, size=(B, S, KVH * D)).astype(dtype)
+    v = r.normal(0, 1, size=(B, S, KVH * D)).astype(dtype)
+    feeds, ins = [], []
+    if packed:
+        qkv = np.concatenate([q, k, v], axis=-1)
+        feeds.append(("query", qkv))
+        ins += ["query", "", ""]
+    else:
+        feeds += [("query", q), ("key", k), ("value", v)]
+        ins += ["query", "key", "value"]
+    if P is not None:
+        pk = r.normal(0, 1, size=(B, KVH, P, D)).astype(dtype)
+        pv = r.normal(0, 1, size=(B, KVH, P, D)).astype(dtype)
+        feeds += [("past_key", pk), ("past_value", pv)]
+        ins += ["past_key", "past_value"]
+    else:
+        ins += ["", ""]
+    feeds += [("seqlens_k", seqlens), ("total_sequence_length", np.array(total, np.int32))]
+    ins += ["seqlens_k", "total_sequence_length"]
+    half = rot_half or D // 2
+    if rotary:
+        rows = cache_rows or total + 2
+        inv = 1.0 / (10000 ** (np.arange(half) / half))
+        ang = np.arange(rows)[:, None] * inv[None, :]
+        cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+        feeds += [("cos_cache", cos), ("sin_cache", sin)]
+        ins += ["cos_cache", "sin_cache"]
+    pos = None
+    if pos_ids is not None:
+        pos = np.array(pos_ids, np.int64).reshape(B, S)
+        while len(ins) < 9:
+            ins.append("")
+        feeds.append(("position_ids", pos))
+        ins.append("position_ids")
+    if attn_bias:
+        ab = r.normal(0, 1, size=(1, H, S, total)).astype(dtype)
+        while len(ins) < 10:
+            ins.append("")
+        feeds.append(("attention_bias", ab))
+        ins.append("attention_bias")
+    if sink:
+        hs = r.normal(0, 1, size=(H,)).astype(dtype)
+        while len(ins) < 11:
+            ins.append("")
+        feeds.append(("head_sink", hs))
+        ins.append("head_sink")
+    attrs = dict(num_heads=H, kv_num_heads=KVH)
+    if rotary:
+        attrs["do_rotary"] = 1
+        attrs["rotary_interleaved"] = int(rotary == "interleaved")
+    for key_, val in (("scale", scale), ("softcap", softcap), ("local_window_size", window), ("smooth_softmax", smooth)):
+        if val is not None:
+            attrs[key_] = val
+    node = helper.make_node("GroupQueryAttention", ins, ["output", "present_key", "present_value"], name="gqa",
+                            domain=MS, **attrs)
+
+    # float64 reference (ONNX Runtime's rules: see ops/contrib_attention.h).
+    f = lambda a: a.astype(np.float64)
+    L = max(total, P or 0)
+    past_rows = [0 if first else int(seqlens[b]) + 1 - S for b in range(B)]
+    def positions(b):
+        if first:
+            return (int(pos[0, 0]) if pos is not None else 0) + np.arange(S)
+        return pos[b] if pos is not None else past_rows[b] + np.arange(S)
+    qh = f(q).reshape(B, S, H, D)
+    kh = f(k).reshape(B, S, KVH, D)
+    if rotary:
+        for b in range(B):
+            p = positions(b)
+            c, sn = f(cos)[p][:, None, :], f(sin)[p][:, None, :]
+            qh[b] = rotate64(qh[b], c, sn, rotary == "interleaved")
+            kh[b] = rotate64(kh[b], c, sn, rotary == "interleaved")
+    pres_k = np.zeros((B, KVH, L, D))
+    pres_v = np.zeros((B, KVH, L, D))
+    for b in range(B):
+        keep = past_rows[b]
+        if keep:
+            pres_k[b, :, :keep] = f(pk)[b, :, :keep]
+            pres_v[b, :, :keep] = f(pv)[b, :, :keep]
+        pres_k[b, :, keep:keep + S] = kh[b].transpose(1, 0, 2)
+        pres_v[b, :, keep:keep + S] = f(v).reshape(B, S, KVH, D)[b].transpose(1, 0, 2)
+    alpha = scale if scale else 1.0 / np.sqrt(D)
+    out = np.zeros((B, S, H, D))
+    bound = np.zeros((B, S, H, D))
+    for b in range(B):
+        for h in range(H):
+            kk, vv = pres_k[b, h // (H // KVH)], pres_v[b, h // (H // KVH)]
+            for s in range(S):
+                eff = min(past_rows[b] + s + 1, int(seqlens[b]) + 1)
+                start = eff - window if window and window > 0 and eff > window else 0
+                qq = qh[b, s, h]
+                x = alpha * (kk[start:eff] @ qq)
+                if softcap:
+                    x = softcap * np.tanh(x / softcap)
+                if attn_bias:
+                    x = x + f(ab)[0, h, s, start:eff]
+                sm = bool(smooth == 1) or sink
+                sk = float(hs[h]) if sink else 0.0
+                mx = max(x.max(), sk) if sm else x.max()
+                e = np.exp(x - mx)
+                den = e.sum() + (np.exp(sk - mx) if sm else 0.0)
+                out[b, s, h] = (e / den) @ vv[start:eff]
+                mag = alpha * (np.abs(kk[start:eff]) @ np.abs(qq))
+                logit_err = 2 * D * 2.0 ** -24 * mag.max() + 1e-6 * np.abs(x).max()
+                if dtype == np.float16 and rotary:
+                    logit_err += alpha * (ulp16(kk[start:eff]) @ np.abs(qq) + np.abs(kk[start:eff]) @ ulp16(qq)).max()
+                bound[b, s, h] = 2 * logit_err * np.abs(vv[start:eff]).max() + 1e-6
+    out = out.reshape(B, S, H * D)
+    bound = bound.reshape(B, S, H * D)
+    pk_bound = 1e-6 * np.abs(pres_k) + 1e-7
+    if dtype == np.float16:
+        bound = bound + 1.5 * ulp16(out) + 1e-7
+        pk_bound = pk_bound + (ulp16(pres_k) if rotary else 0.0)
+    tp = TP_OF[np.dtype(dtype)]
+    return write_case(root, name, node, feeds, [], [("output", tp), ("present_key", tp), ("present_value", tp)],
+                      [bound, pk_bound, np.zeros(pres_v.shape) + 1e-9], [out, pres_k, pres_v])
+
+
+def rope_case(root, name, shape, pos_form="full", interleaved=0, rot_dim=None, num_heads=None, dtype=np.float32,
+              rows=16):
+    """shape: [B, S, hidden] or [B, N, S, D]. The bound: 1e-6 of |y| (float32 products and one sum),
+    float16 1.5 units in the last place (both compute in float32 and round once)."""
+    r = rng_for(name)
+    x = r.normal(0, 1, size=shape).astype(dtype)
+    four = len(shape) == 4
+    B, S = shape[0], shape[2] if four else shape[1]
+    head = shape[3] if four else (shape[2] // num_heads if num_heads else 2 * (rot_dim or 0))
+    if not four and not num_heads:
+        head = 2 * ((rot_dim or 32) // 2)
+    R = rot_dim or head
+    half = R // 2
+    inv = 1.0 / (10000 ** (np.arange(half) / half))
+    ang = np.arange(rows)[:, None] * inv[None, :]
+    cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+    if pos_form == "offset":
+        pos = np.array([3], np.int64)
+        p = np.broadcast_to(3 + np.arange(S), (B, S))
+    else:
+        pos = r.integers(0, rows, size=(B, S)).astype(np.int64)
+        p = pos
+    x64 = x.astype(np.float64)
+    xs = x64 if four else x64.reshape(B, S, -1, head).transpose(0, 2, 1, 3)  # B N S D
+    c = cos.astype(np.float64)[p][:, None]
+    sn = sin.astype(np.float64)[p][:, None]
+    y = rotate64(xs, c, sn, interleaved == 1)
+    if not four:
+        y = y.transpose(0, 2, 1, 3).reshape(shape)
+    attrs = {"interleaved": interleaved}
+    if rot_dim:
+        attrs["rotary_embedding_dim"] = rot_dim
+    if num_heads:
+        attrs["num_heads"] = num_heads
+    node = helper.make_node("RotaryEmbedding", ["input", "position_ids", "cos_cache", "sin_cache"], ["output"],
+                            name="rope", domain=MS, **attrs)
+    bound = 1e-6 * (np.abs(x64).max() + np.abs(y)) if dtype == np.float32 else 1.5 * ulp16(y) + 1e-7
+    return write_case(root, name, node, [("input", x), ("position_ids", pos), ("cos_cache", cos), ("sin_cache", sin)],
+                      [], [("output", TP_OF[np.dtype(dtype)])], [bound], [y])
+
+
+@case
+def gqa_cases(root):
+    return [
+        gqa_case(root, "gqa_prompt_h4kv2_d16", 1, 5, 4, 2, 16),
+        gqa_case(root, "gqa_prompt_empty_past_h2kv2_d8", 2, 4, 2, 2, 8, P=0),
+        gqa_case(root, "gqa_prompt_packed_rotary_b2_padded", 2, 5, 2, 1, 64, packed=True, rotary="half",
+                 seqlens=[4, 2]),
+        gqa_case(root, "gqa_decode_d128_rotary_b2_ragged", 2, 1, 4, 1, 128, P=6, seqlens=[6, 3], total=7,
+                 rotary="half"),
+        gqa_case(root, "gqa_decode_packed_interleaved_d32", 2, 1, 4, 2, 32, P=5, packed=True, rotary="interleaved",
+                 seqlens=[5, 2], total=6),
+        gqa_case(root, "gqa_decode_partial_rotary_d32", 1, 1, 2, 1, 32, P=4, rotary="half", rot_half=8),
+        gqa_case(root, "gqa_share_buffer_decode", 2, 1, 4, 2, 16, P=10, seqlens=[5, 3], total=6, rotary="half"),
+        gqa_case(root, "gqa_share_buffer_prompt", 1, 4, 2, 1, 16, P=12, seqlens=[3], total=4),
+        gqa_case(root, "gqa_subsequent_prompt", 1, 3, 4, 2, 16, P=4, seqlens=[6], total=7, rotary="half"),
+        gqa_case(root, "gqa_window3_prompt", 1, 8, 2, 1, 16, window=3),
+        gqa_case(root, "gqa_window4_decode", 2, 1, 2, 2, 16, P=9, seqlens=[9, 5], total=10, window=4),
+        gqa_case(root, "gqa_softcap_scale", 1, 6, 4, 4, 16, softcap=1.5, scale=0.6),
+        gqa_case(root, "gqa_smooth_softmax_decode", 1, 1, 4, 2, 16, P=5, smooth=1),
+        gqa_case(root, "gqa_head_sink_prompt", 1, 5, 4, 2, 16, sink=True),
+        gqa_case(root, "gqa_attention_bias_prompt", 2, 4, 4, 2, 16, attn_bias=True),
+        gqa_case(root, "gqa_position_ids_decode", 2, 1, 2, 1, 32, P=4, rotary="half", pos_ids=[[7], [2]],
+                 seqlens=[4, 4], total=5, cache_rows=12),
+        gqa_case(root, "gqa_f16_prompt_rotary", 2, 5, 4, 2, 32, rotary="half", seqlens=[4, 3], dtype=np.float16),
+        gqa_case(root, "gqa_f16_decode_packed_interleaved", 2, 1, 4, 2, 64, P=7, packed=True, rotary="interleaved",
+                 seqlens=[7, 4], total=8, dtype=np.float16),
+        gqa_case(root, "gqa_f16_decode_plain", 1, 1, 2, 2, 16, P=3, dtype=np.float16),
+    ]
+
+
+@case
+def rope_cases(root):
+    return [
+        rope_case(root, "rope_3d_full_pos", (2, 5, 64), num_heads=2),
+        rope_case(root, "rope_3d_offset_interleaved", (2, 4, 96), pos_form="offset", interleaved=1, num_heads=3),
+        rope_case(root, "rope_4d", (2, 3, 5, 32)),
+        rope_case(root, "rope_4d_interleaved_offset", (1, 2, 4, 16), interleaved=1, pos_form="offset"),
+        rope_case(root, "rope_3d_partial_dim", (2, 3, 128), rot_dim=32, num_heads=2),
+        rope_case(root, "rope_3d_no_attrs", (2, 3, 64), rot_dim=None),
+        rope_case(root, "rope_f16_3d", (2, 5, 64), num_heads=4, dtype=np.float16),
+        rope_case(root, "rope_f16_4d_interleaved", (2, 2, 3, 32), interleaved=1, dtype=np.float16),
+    ]
+
+
 # --- driver -----------------------------------------------------------------------------------
 
 def build(root):

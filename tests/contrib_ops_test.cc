@@ -12,6 +12,7 @@
 
 #include "base/half.h"
 #include "base/kernel_tier.h"
+#include "ops/contrib_attention.h"
 #include "ops/contrib_matmul_nbits.h"
 #include "quant/gemm_q4.h"
 #include "tests/op_harness.h"
@@ -608,6 +609,374 @@ TEST(ContribFusedMatMul, TransposesScalesAndBroadcastsBatches) {
                     {DType::kFloat32});
   ASSERT_FALSE(tb.ok());
   EXPECT_THAT(std::string(tb.status().message()), HasSubstr("transBatchA"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// GroupQueryAttention, RotaryEmbedding
+
+// One GroupQueryAttention node with random float32 inputs; the fields are its forms.
+struct GqaCase {
+  int64_t B = 1, S = 4, H = 4, KVH = 2, D = 16;
+  int64_t P = -1;             // past length; -1: no past inputs
+  int64_t total = -1;         // -1: S (no past) or P + S
+  std::vector<int32_t> seqlens;  // empty: total - 1 for every batch row
+  bool packed = false;
+  int rotary = 0;             // 0 none, 1 halves, 2 interleaved
+  int64_t rot_half = -1;      // cos_cache's last dim; -1: D / 2
+  int64_t cache_rows = -1;    // -1: total + 3
+  float scale = 0, softcap = 0;
+  int64_t window = -1;
+  bool smooth = false, sink = false, bias = false;
+  std::vector<int64_t> pos_ids;  // B * S position ids, or empty
+  uint32_t seed = 1;
+
+  GqaAttrs attrs;
+  Tensor q, k, v, pk, pv, sk, ts, cos, sin, pos, ab, hs;
+
+  void Make() {
+    if (total < 0) total = P < 0 ? S : P + S;
+    if (seqlens.empty()) seqlens.assign(B, static_cast<int32_t>(total - 1));
+    const int64_t qw = packed ? (H + 2 * KVH) * D : H * D;
+    q = Tensor::FromVector(DType::kFloat32, {B, S, qw}, Random(B * S * qw, seed));
+    if (!packed) {
+      k = Tensor::FromVector(DType::kFloat32, {B, S, KVH * D}, Random(B * S * KVH * D, seed + 1));
+      v = Tensor::FromVector(DType::kFloat32, {B, S, KVH * D}, Random(B * S * KVH * D, seed + 2));
+    }
+    if (P >= 0) {
+      pk = Tensor::FromVector(DType::kFloat32, {B, KVH, P, D}, Random(B * KVH * P * D, seed + 3));
+      pv = Tensor::FromVector(DType::kFloat32, {B, KVH, P, D}, Random(B * KVH * P * D, seed + 4));
+    }
+    sk = Tensor::FromVector(DType::kInt32, {B}, seqlens);
+    ts = Tensor::FromVector(DType::kInt32, {}, std::vector<int32_t>{static_cast<int32_t>(total)});
+    if (rotary) {
+      const int64_t half = rot_half > 0 ? rot_half : D / 2, rows = cache_rows > 0 ? cache_rows : total + 3;
+      std::vector<float> c(rows * half), sn(rows * half);
+      for (int64_t p = 0; p < rows; ++p)
+        for (int64_t i = 0; i < half; ++i) {
+          const double ang = p / std::pow(10000.0, double(i) / half);
+          c[p * half + i] = static_cast<float>(std::cos(ang));
+          sn[p * half + i] = static_cast<float>(std::sin(ang));
+        }
+      cos = Tensor::FromVector(DType::kFloat32, {rows, half}, c);
+      sin = Tensor::FromVector(DType::kFloat32, {rows, half}, sn);
+    }
+    if (!pos_ids.empty()) pos = Tensor::FromVector(DType::kInt64, {B, S}, pos_ids);
+    if (bias) ab = Tensor::FromVector(DType::kFloat32, {B, 1, S, total}, Random(B * S * total, seed + 5));
+    if (sink) hs = Tensor::FromVector(DType::kFloat32, {H}, Random(H, seed + 6));
+    attrs = GqaAttrs{H, KVH, scale, softcap, window, rotary != 0, rotary == 2, smooth};
+  }
+  std::vector<Attribute> NodeAttrs() const {
+    std::vector<Attribute> a = {IntAttr("num_heads", H), IntAttr("kv_num_heads", KVH)};
+    if (scale != 0) a.push_back(FloatAttr("scale", scale));
+    if (softcap != 0) a.push_back(FloatAttr("softcap", softcap));
+    if (window != -1) a.push_back(IntAttr("local_window_size", window));
+    if (rotary) a.insert(a.end(), {IntAttr("do_rotary", 1), IntAttr("rotary_interleaved", rotary == 2)});
+    if (smooth) a.push_back(IntAttr("smooth_softmax", 1));
+    return a;
+  }
+  // (name, tensor) per input slot; an undefined tensor is an absent input.
+  std::vector<std::pair<std::string, Tensor>> Slots(DType t = DType::kFloat32) const {
+    auto cv = [&](const Tensor& x) { return t == DType::kFloat16 && x.defined() && x.dtype() == DType::kFloat32 ? ToF16(x) : x; };
+    return {{"query", cv(q)}, {"key", cv(k)}, {"value", cv(v)}, {"past_key", cv(pk)}, {"past_value", cv(pv)},
+            {"seqlens_k", sk}, {"total_sequence_length", ts}, {"cos_cache", cv(cos)}, {"sin_cache", cv(sin)},
+            {"position_ids", pos}, {"attention_bias", cv(ab)}, {"head_sink", cv(hs)}};
+  }
+  Node MakeNode(DType t = DType::kFloat32) const {
+    std::vector<std::string> ins;
+    for (const auto& [name, x] : Slots(t)) ins.push_back(x.defined() ? name : "");
+    while (!ins.empty() && ins.back().empty()) ins.pop_back();
+    Node n = MakeOp("GroupQueryAttention", kMs, ins, NodeAttrs());
+    n.name = "gqa";
+    return n;
+  }
+  absl::StatusOr<std::vector<Tensor>> Run(int threads = 1, DType t = DType::kFloat32) const {
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    for (const auto& [name, x] : Slots(t))
+      if (x.defined()) feeds.emplace_back(name, x);
+    return RunNode(MakeNode(t), {}, feeds, {t, t, t}, threads);
+  }
+  std::vector<Tensor> Reference() const {
+    GqaInputs in;
+    auto opt = [](const Tensor& x) { return x.defined() ? &x : nullptr; };
+    in.query = &q;
+    in.key = opt(k);
+    in.value = opt(v);
+    in.past_key = opt(pk);
+    in.past_value = opt(pv);
+    in.seqlens_k = &sk;
+    in.total_sequence_length = &ts;
+    in.cos_cache = opt(cos);
+    in.sin_cache = opt(sin);
+    in.position_ids = opt(pos);
+    in.attention_bias = opt(ab);
+    in.head_sink = opt(hs);
+    return GqaReference(attrs, in);
+  }
+};
+
+// Every form against the float64 reference. The kernel accumulates dot products and value sums
+// in float32 over at most D = 128 terms of magnitude <= 4: 2e-5 absolute plus 2e-5 of |y| holds
+// that (the largest difference seen is printed by ExpectTensorNear on failure).
+TEST(ContribGqa, KernelMatchesTheReferenceInEveryForm) {
+  std::vector<std::pair<std::string, GqaCase>> cases;
+  auto add = [&](std::string name, GqaCase c) { cases.emplace_back(std::move(name), std::move(c)); };
+  { GqaCase c; add("prompt h4 kv2 d16", c); }
+  { GqaCase c; c.H = 2; c.KVH = 2; c.D = 8; c.P = 0; add("prompt, empty past, h/kvh 1, d8", c); }
+  { GqaCase c; c.H = 4; c.KVH = 1; c.D = 64; c.S = 6; c.packed = true; c.rotary = 1; c.B = 2; c.seqlens = {5, 2};
+    add("prompt packed rotary, batch 2 right-padded, h/kvh 4, d64", c); }
+  { GqaCase c; c.B = 2; c.S = 1; c.H = 8; c.KVH = 2; c.D = 128; c.P = 6; c.total = 7; c.seqlens = {6, 3}; c.rotary = 1;
+    add("decode d128 rotary, batch 2 ragged", c); }
+  { GqaCase c; c.B = 2; c.S = 1; c.H = 4; c.KVH = 2; c.D = 32; c.P = 5; c.total = 6; c.seqlens = {5, 2}; c.packed = true;
+    c.rotary = 2; add("decode packed interleaved", c); }
+  { GqaCase c; c.S = 1; c.H = 2; c.KVH = 1; c.D = 32; c.P = 4; c.rotary = 1; c.rot_half = 8; add("partial rotary", c); }
+  { GqaCase c; c.B = 2; c.S = 1; c.P = 10; c.total = 6; c.seqlens = {5, 3}; c.rotary = 2; add("share-buffer decode", c); }
+  { GqaCase c; c.S = 4; c.H = 2; c.KVH = 1; c.P = 12; c.total = 4; c.seqlens = {3}; add("share-buffer prompt", c); }
+  { GqaCase c; c.S = 3; c.P = 4; c.total = 7; c.rotary = 1; add("subsequent prompt", c); }
+  { GqaCase c; c.S = 8; c.H = 2; c.KVH = 1; c.window = 3; add("window 3 prompt", c); }
+  { GqaCase c; c.B = 2; c.S = 1; c.H = 2; c.KVH = 2; c.P = 9; c.total = 10; c.seqlens = {9, 5}; c.window = 4;
+    add("window 4 decode", c); }
+  { GqaCase c; c.S = 6; c.H = 4; c.KVH = 4; c.softcap = 1.5f; c.scale = 0.6f; add("softcap and scale", c); }
+  { GqaCase c; c.S = 1; c.P = 5; c.smooth = true; add("smooth softmax decode", c); }
+  { GqaCase c; c.S = 5; c.sink = true; add("head_sink", c); }
+  { GqaCase c; c.B = 2; c.S = 4; c.bias = true; c.seqlens = {3, 2}; add("attention_bias, batch 2", c); }
+  { GqaCase c; c.B = 2; c.S = 1; c.H = 2; c.KVH = 1; c.D = 32; c.P = 4; c.rotary = 1; c.pos_ids = {7, 2}; c.cache_rows = 12;
+    add("position_ids decode", c); }
+  { GqaCase c; c.S = 5; c.rotary = 1; c.pos_ids = {3, 0, 0, 0, 0}; c.cache_rows = 12; add("position_ids prompt offset", c); }
+  for (auto& [name, c] : cases) {
+    c.Make();
+    const std::vector<Tensor> want = c.Reference();
+    for (int threads : {1, 3}) {
+      auto got = c.Run(threads);
+      ASSERT_TRUE(got.ok()) << name << ": " << got.status();
+      for (int o = 0; o < 3; ++o) {
+        SCOPED_TRACE(name + ", output " + std::to_string(o) + ", threads " + std::to_string(threads));
+        ExpectTensorNear((*got)[o], want[o], 2e-5, 2e-5);
+      }
+    }
+  }
+}
+
+// The reference itself on a case small enough to work out: one head, D = 8, two keys. Row 0 sees
+// key 0 alone (output = v0); row 1 softmaxes [q1.k0, q1.k1] / sqrt(8).
+TEST(ContribGqa, ReferenceMatchesAHandComputedCase) {
+  GqaCase c;
+  c.S = 2, c.H = 1, c.KVH = 1, c.D = 8;
+  c.Make();
+  const std::vector<Tensor> r = c.Reference();
+  const float* q = c.q.data<float>();
+  const float* k = c.k.data<float>();
+  const float* v = c.v.data<float>();
+  double s0 = 0, s1 = 0;
+  for (int d = 0; d < 8; ++d) s0 += double(q[8 + d]) * k[d], s1 += double(q[8 + d]) * k[8 + d];
+  s0 /= std::sqrt(8.0), s1 /= std::sqrt(8.0);
+  const double p0 = 1 / (1 + std::exp(s1 - s0));
+  for (int d = 0; d < 8; ++d) {
+    EXPECT_FLOAT_EQ(r[0].data<float>()[d], v[d]);
+    EXPECT_NEAR(r[0].data<float>()[8 + d], p0 * v[d] + (1 - p0) * v[8 + d], 1e-6);
+  }
+}
+
+// float16: inputs widened, output rounded once; rotated q / k are rounded to float16 first (as
+// ONNX Runtime keeps them), which moves logits by a few float16 units: 4e-3 of |y| + 4e-3.
+TEST(ContribGqa, Float16IsTheFloat32ComputationRounded) {
+  std::vector<GqaCase> cases(3);
+  cases[0].B = 2, cases[0].S = 5, cases[0].rotary = 1, cases[0].D = 32, cases[0].seqlens = {4, 3};
+  cases[1].B = 2, cases[1].S = 1, cases[1].P = 7, cases[1].total = 8, cases[1].seqlens = {7, 4}, cases[1].packed = true,
+  cases[1].rotary = 2, cases[1].D = 64;
+  cases[2].S = 1, cases[2].P = 3, cases[2].H = 2, cases[2].KVH = 2;
+  for (GqaCase& c : cases) {
+    c.Make();
+    // The reference runs on the float16-rounded inputs, widened.
+    for (Tensor* t : {&c.q, &c.k, &c.v, &c.pk, &c.pv, &c.cos, &c.sin})
+      if (t->defined()) *t = ToF32(ToF16(*t));
+    const std::vector<Tensor> want = c.Reference();
+    auto got = c.Run(2, DType::kFloat16);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (int o = 0; o < 3; ++o) {
+      ASSERT_EQ((*got)[o].dtype(), DType::kFloat16);
+      ExpectTensorNear(ToF32((*got)[o]), want[o], 4e-3, 4e-3);
+    }
+    // Without rotary the present outputs are the inputs' own float16 values.
+    if (!c.rotary) ExpectTensorEq(ToF32((*got)[1]), want[1]);
+  }
+}
+
+absl::Status LoadStatus(const std::vector<Attribute>& attrs, const std::vector<TypeInfo>& ins) {
+  OneNode n{"GroupQueryAttention", 1, kMs, attrs, 3};
+  return n.Load(ins).status();
+}
+TypeInfo F32(std::vector<int64_t> dims) {
+  TypeInfo t;
+  t.kind = TypeInfo::Kind::kTensor;
+  t.elem = DType::kFloat32;
+  t.shape.emplace();
+  for (int64_t d : dims) t.shape->push_back(Dim{d, ""});
+  return t;
+}
+TypeInfo I32() {
+  TypeInfo t;
+  t.kind = TypeInfo::Kind::kTensor;
+  t.elem = DType::kInt32;
+  return t;
+}
+
+TEST(ContribGqa, LoadErrorsNameTheNode) {
+  const std::vector<Attribute> ok = {IntAttr("num_heads", 4), IntAttr("kv_num_heads", 2)};
+  const std::vector<TypeInfo> ins = {F32({1, 3, 64}), F32({1, 3, 32}), F32({1, 3, 32}), {}, {}, I32(), I32()};
+  ASSERT_TRUE(LoadStatus(ok, ins).ok()) << LoadStatus(ok, ins);
+  struct Bad {
+    std::vector<Attribute> attrs;
+    std::vector<TypeInfo> ins;
+    std::string want;
+  };
+  auto with = [&](std::vector<Attribute> extra) {
+    std::vector<Attribute> a = ok;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto rot_ins = [&](int64_t half) {
+    std::vector<TypeInfo> r = ins;
+    r.push_back(F32({16, half}));
+    r.push_back(F32({16, half}));
+    return r;
+  };
+  const std::vector<Bad> bad = {
+      {{IntAttr("num_heads", 6), IntAttr("kv_num_heads", 4)}, ins, "not a multiple of kv_num_heads"},
+      {ok, {F32({1, 3, 62}), F32({1, 3, 32}), F32({1, 3, 32}), {}, {}, I32(), I32()}, "query hidden size 62"},
+      {ok, {F32({1, 3, 64}), F32({1, 3, 48}), F32({1, 3, 32}), {}, {}, I32(), I32()}, "key hidden size 48"},
+      {with({IntAttr("do_rotary", 1)}), rot_ins(16), "cos_cache last dimension 16"},
+      {with({IntAttr("do_rotary", 1)}), ins, "needs cos_cache and sin_cache"},
+      {with({IntAttr("causal", 0)}), ins, "causal = 0"},
+      {with({IntAttr("qk_output", 1)}), ins, "qk_output"},
+      {with({IntAttr("sliding_window_cache", 1)}), ins, "sliding_window_cache"},
+      {with({StrAttr("k_quant_type", "PER_TENSOR")}), ins, "quantised KV cache"},
+      {with({IntAttr("local_window_size", 0)}), ins, "local_window_size 0"},
+      {with({FloatAttr("softcap", -1.f)}), ins, "softcap"},
+  };
+  for (const Bad& b : bad) {
+    const absl::Status s = LoadStatus(b.attrs, b.ins);
+    ASSERT_FALSE(s.ok()) << b.want;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(b.want));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("GroupQueryAttention"));
+  }
+  // A half rotary width is accepted: 8 of head_size 16's 8.
+  EXPECT_TRUE(LoadStatus(with({IntAttr("do_rotary", 1)}), rot_ins(8)).ok());
+}
+
+TEST(ContribGqa, RunErrorsAreClearNotReadsPastTheEnd) {
+  auto expect_error = [](GqaCase c, const std::string& want) {
+    c.Make();
+    auto r = c.Run();
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(want));
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("gqa"));
+  };
+  { GqaCase c; c.rotary = 1; c.cache_rows = 3; expect_error(c, "cos_cache has 3 positions, fewer than total_sequence_length 4"); }
+  { GqaCase c; c.S = 1; c.P = 4; c.rotary = 1; c.pos_ids = {9}; c.cache_rows = 8; expect_error(c, "rotary position 9"); }
+  { GqaCase c; c.S = 1; c.P = 4; c.seqlens = {5}; expect_error(c, "seqlens_k[0] = 5 is out of range [0, 5)"); }
+  { GqaCase c; c.seqlens = {-1}; expect_error(c, "seqlens_k[0] = -1"); }
+  { GqaCase c; c.S = 1; c.P = 2; c.total = 6; c.seqlens = {5}; expect_error(c, "needs 5 past rows, past_key has 2"); }
+  { GqaCase c; c.B = 2; c.S = 2; c.P = 3; expect_error(c, "batch_size must be 1"); }
+  { GqaCase c; c.D = 12; expect_error(c, "head_size 12 must be a positive multiple of 8"); }
+  { GqaCase c; c.rotary = 1; c.rot_half = 12; c.D = 32; expect_error(c, "cos_cache last dimension 12"); }
+  { GqaCase c; c.S = 2; c.H = 2; c.KVH = 1; c.D = 16; c.smooth = true; c.sink = true; expect_error(c, "head_sink must not be given"); }
+  {  // past with the wrong kv head count
+    GqaCase c;
+    c.S = 1;
+    c.P = 3;
+    c.Make();
+    c.pk = Tensor::FromVector(DType::kFloat32, {1, 4, 3, 16}, Random(4 * 3 * 16, 9));
+    c.pv = c.pk;
+    auto r = c.Run();
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("past_key [1, 4, 3, 16]"));
+  }
+  {  // key hidden size that is not kv_num_heads * head_size, shapes undeclared until run time
+    GqaCase c;
+    c.Make();
+    c.k = Tensor::FromVector(DType::kFloat32, {1, 4, 48}, Random(4 * 48, 10));
+    auto r = c.Run();
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("kv_num_heads * head_size"));
+  }
+}
+
+// RotaryEmbedding against the formula in double: halves (x_i, x_{i+R/2}) or interleaved pairs,
+// the dims past rotary_embedding_dim copied. float32 products: 1e-6.
+TEST(ContribRotaryEmbedding, MatchesTheFormulaInEveryLayout) {
+  struct Case {
+    Shape shape;
+    int64_t heads, rot;  // attributes (0: absent)
+    bool interleaved, offset;
+  };
+  const std::vector<Case> cases = {{{2, 5, 64}, 2, 0, false, false}, {{2, 4, 96}, 3, 0, true, true},
+                                   {{2, 3, 5, 32}, 0, 0, false, false}, {{1, 2, 4, 16}, 0, 0, true, true},
+                                   {{2, 3, 128}, 2, 32, false, false}, {{2, 3, 64}, 0, 0, false, false}};
+  const int64_t rows = 16;
+  for (const Case& c : cases) {
+    const bool four = c.shape.size() == 4;
+    const int64_t B = c.shape[0], S = four ? c.shape[2] : c.shape[1];
+    const int64_t hidden = four ? c.shape[1] * c.shape[3] : c.shape[2];
+    const int64_t head = four ? c.shape[3] : c.heads ? hidden / c.heads : 32;
+    const int64_t N = hidden / head, R = c.rot ? c.rot : head, half = R / 2;
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    const std::vector<float> xv = Random(n, 21);
+    std::vector<float> cv(rows * half), sv(rows * half);
+    for (int64_t i = 0; i < rows * half; ++i) cv[i] = std::cos(0.1f * i), sv[i] = std::sin(0.1f * i);
+    std::vector<int64_t> pv;
+    if (c.offset) pv = {3};
+    else for (int64_t i = 0; i < B * S; ++i) pv.push_back((i * 7) % rows);
+    Tensor pos = c.offset ? Tensor::FromVector(DType::kInt64, {1}, pv) : Tensor::FromVector(DType::kInt64, {B, S}, pv);
+    std::vector<Attribute> attrs = {IntAttr("interleaved", c.interleaved)};
+    if (c.heads) attrs.push_back(IntAttr("num_heads", c.heads));
+    if (c.rot) attrs.push_back(IntAttr("rotary_embedding_dim", c.rot));
+    Node node = MakeOp("RotaryEmbedding", kMs, {"x", "pos", "cos", "sin"}, attrs);
+    auto y = RunNode(node, {}, {{"x", Tensor::FromVector(DType::kFloat32, c.shape, xv)}, {"pos", pos},
+                                {"cos", Tensor::FromVector(DType::kFloat32, {rows, half}, cv)},
+                                {"sin", Tensor::FromVector(DType::kFloat32, {rows, half}, sv)}},
+                     {DType::kFloat32}, 2);
+    ASSERT_TRUE(y.ok()) << y.status();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t h = 0; h < N; ++h) {
+          const int64_t at = four ? ((b * N + h) * S + s) * head : ((b * S + s) * N + h) * head;
+          const int64_t p = c.offset ? 3 + s : pv[b * S + s];
+          for (int64_t d = 0; d < head; ++d) {
+            double want = xv[at + d];
+            if (d < R) {
+              const int64_t i = c.interleaved ? d / 2 : d % half;
+              const int64_t other = c.interleaved ? (d % 2 ? d - 1 : d + 1) : (d < half ? d + half : d - half);
+              const double sign = c.interleaved ? (d % 2 ? 1 : -1) : (d < half ? -1 : 1);
+              want = xv[at + d] * double(cv[p * half + i]) + sign * xv[at + other] * double(sv[p * half + i]);
+            }
+            EXPECT_NEAR((*y)[0].data<float>()[at + d], want, 1e-6 * (1 + std::fabs(want))) << ShapeToString(c.shape) << " d " << d;
+          }
+        }
+  }
+}
+
+TEST(ContribRotaryEmbedding, BadInputsAreErrors) {
+  Tensor x = Tensor::FromVector(DType::kFloat32, {1, 2, 32}, Random(64, 22));
+  Tensor cos = Tensor::FromVector(DType::kFloat32, {4, 16}, Random(64, 23));
+  auto run = [&](const Tensor& pos, const Tensor& c, std::vector<Attribute> attrs) {
+    return RunNode(MakeOp("RotaryEmbedding", kMs, {"x", "pos", "cos", "sin"}, attrs), {},
+                   {{"x", x}, {"pos", pos}, {"cos", c}, {"sin", c}}, {DType::kFloat32});
+  };
+  auto expect = [](const absl::StatusOr<std::vector<Tensor>>& r, const std::string& want) {
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(want));
+  };
+  Tensor pos_ok = Tensor::FromVector(DType::kInt64, {1, 2}, std::vector<int64_t>{0, 3});
+  ASSERT_TRUE(run(pos_ok, cos, {}).ok());
+  expect(run(Tensor::FromVector(DType::kInt64, {1, 2}, std::vector<int64_t>{0, 4}), cos, {}), "position 4");
+  expect(run(Tensor::FromVector(DType::kInt64, {1}, std::vector<int64_t>{3}), cos, {}), "position 4");
+  expect(run(pos_ok, Tensor::FromVector(DType::kFloat32, {4, 8}, Random(32, 24)),
+             {IntAttr("num_heads", 1), IntAttr("rotary_embedding_dim", 32)}),
+         "cos_cache last dimension 8");
+  expect(run(pos_ok, cos, {IntAttr("is_packed_batching", 1)}), "is_packed_batching");
+  expect(run(pos_ok, cos, {IntAttr("rotary_embedding_dim", 16)}), "num_heads must be given");
+  expect(run(Tensor::FromVector(DType::kInt64, {2, 2}, std::vector<int64_t>{0, 1, 2, 3}), cos, {}), "position_ids must be");
 }
 
 }  // namespace
