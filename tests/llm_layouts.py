@@ -26,6 +26,15 @@ usage: llm_layouts.py LAYOUT CONFIG OUT.onnx [--seed N]
                           weights, activations, KV cache and logits; RMSNorm, rotary cos/sin and
                           softmax computed in float32 between Casts, as the modeling code asks,
                           the mask filled with float16's lowest value
+          genai           onnxruntime-genai's builder form: input_ids, attention_mask,
+                          past_key_values.{i}.key/.value; SimplifiedLayerNormalization and
+                          com.microsoft SkipSimplifiedLayerNormalization, the q/k/v projections
+                          as one packed MatMul, com.microsoft GroupQueryAttention with do_rotary
+                          and cos/sin caches, seqlens_k and total_sequence_length computed from
+                          attention_mask in the graph
+          genai-q4        the same with every MatMul (lm_head too) 4-bit MatMulNBits, block 32,
+                          symmetric, accuracy_level 4 (the builder's CPU int4)
+          genai-fp16      the same in float16 (weights, activations, KV cache, logits)
   CONFIG  tiny            2 layers, hidden 64, 4 heads, 2 kv heads, head_dim 16, vocab 1000
           real2           2 layers of Qwen3-0.6B's width: hidden 1024, 16 heads, 8 kv heads,
                           head_dim 128, intermediate 3072, vocab 151936
@@ -260,21 +269,108 @@ def build(layout, cfg, rng):
     return model
 
 
+def build_genai(layout, cfg, rng):
+    L, Hd, H, KVH, D, I, V = (cfg[k] for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "inter", "vocab"))
+    fp16 = layout == "genai-fp16"
+    q4 = layout == "genai-q4"
+    DT = np.float16 if fp16 else np.float32
+    ET = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
+    MS = "com.microsoft"
+    g = Graph()
+
+    def linear(x, k, n, hint):
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        if q4:
+            b, sc, _ = quantize_4bit(w, 32, True)
+            return g.op("MatMulNBits", [x, g.const(b, hint + ".MatMul.weight_Q4"), g.const(sc, hint + ".MatMul.weight_scales")],
+                        hint, domain=MS, K=k, N=n, bits=4, block_size=32, accuracy_level=4)
+        return g.op("MatMul", [x, g.const(w.astype(DT), hint + ".MatMul.weight")], hint)
+
+    def norm_weight(width, hint):
+        return g.const((1.0 + 0.1 * rng.standard_normal(width)).astype(DT), hint + ".weight")
+
+    def simple_norm(x, width, hint):
+        return g.op("SimplifiedLayerNormalization", [x, norm_weight(width, hint)], hint, axis=-1, epsilon=EPS,
+                    stash_type=1)
+
+    def skip_norm(x, skip, width, hint):
+        # outputs: normalised, mean, inv_std_var, input + skip (the next residual)
+        outs = [g.name(hint), "", "", g.name(hint + "/sum")]
+        g.nodes.append(helper.make_node("SkipSimplifiedLayerNormalization", [x, skip, norm_weight(width, hint)], outs,
+                                        name=g.name("SkipSimplifiedLayerNormalization"), domain=MS, epsilon=EPS))
+        return outs[0], outs[3]
+
+    # seqlens_k = sum(attention_mask) - 1 and total_sequence_length, as int32 (the builder's
+    # attention mask reformatting subgraph).
+    mask_sum = g.op("ReduceSum", ["attention_mask", g.i64([1])], keepdims=0)
+    seqlens_k = g.op("Cast", [g.op("Sub", [mask_sum, g.i64([1])])], "seqlens_k", to=TensorProto.INT32)
+    total = g.op("Cast", [g.op("Gather", [g.op("Shape", ["attention_mask"]), g.i64(1)], axis=0)],
+                 "total_seq_len", to=TensorProto.INT32)
+    max_len = 512
+    inv_freq = 1.0 / cfg["theta"] ** (np.arange(0, D, 2, dtype=np.float64) / D)
+    freqs = np.outer(np.arange(max_len, dtype=np.float64), inv_freq)
+    cos_cache = g.const(np.cos(freqs).astype(DT), "cos_cache")
+    sin_cache = g.const(np.sin(freqs).astype(DT), "sin_cache")
+
+    x = g.op("Gather", [g.const(rng.standard_normal((V, Hd)).astype(DT), "embed_tokens.weight"), "input_ids"], "embed")
+    residual = x
+    h = simple_norm(x, Hd, "layers.0.input_layernorm")
+    for l in range(L):
+        p = f"layers.{l}"
+        qkv = linear(h, Hd, (H + 2 * KVH) * D, p + ".attn.qkv_proj")
+        q, k, v = g.op("Split", [qkv, g.i64([H * D, KVH * D, KVH * D])], p + "/split", n_out=3, axis=-1)
+
+        def qk_norm(t, n, hint):  # Qwen3's per-head RMSNorm, on [B, S, n, D]
+            t = g.op("Reshape", [t, g.i64([0, 0, n, D])])
+            return g.op("Reshape", [simple_norm(t, D, hint), g.i64([0, 0, n * D])])
+
+        q, k = qk_norm(q, H, p + ".attn.q_norm"), qk_norm(k, KVH, p + ".attn.k_norm")
+        attn = g.op("GroupQueryAttention",
+                    [q, k, v, f"past_key_values.{l}.key", f"past_key_values.{l}.value", seqlens_k, total, cos_cache,
+                     sin_cache], outputs=[g.name(p + "/attn"), f"present.{l}.key", f"present.{l}.value"], domain=MS,
+                    num_heads=H, kv_num_heads=KVH, do_rotary=1, rotary_interleaved=0, scale=float(1.0 / np.sqrt(D)))[0]
+        o = linear(attn, H * D, Hd, p + ".attn.o_proj")
+        h, residual = skip_norm(o, residual, Hd, p + ".post_attention_layernorm")
+        gate = linear(h, Hd, I, p + ".mlp.gate_proj")
+        act = g.op("Mul", [gate, g.op("Sigmoid", [gate])])
+        down = linear(g.op("Mul", [act, linear(h, Hd, I, p + ".mlp.up_proj")]), I, Hd, p + ".mlp.down_proj")
+        nxt = f"layers.{l + 1}.input_layernorm" if l + 1 < L else "norm"
+        h, residual = skip_norm(down, residual, Hd, nxt)
+    logits = linear(h, Hd, V, "lm_head")
+    g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
+
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"])]
+    outputs = [helper.make_tensor_value_info("logits", ET, ["batch_size", "sequence_length", V])]
+    for l in range(L):
+        for part in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{l}.{part}", ET,
+                                                        ["batch_size", KVH, "past_sequence_length", D]))
+            outputs.append(helper.make_tensor_value_info(f"present.{l}.{part}", ET,
+                                                         ["batch_size", KVH, "total_sequence_length", D]))
+    graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
+                              producer_name="onnxruntime-genai", producer_version="0.8.0")
+    model.ir_version = 10
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("layout", choices=["optimum-eager", "optimum-sdpa", "optimum-q4", "optimum-q4sym", "optimum-q8",
-                                       "optimum-q8col", "optimum-fp16"])
+                                       "optimum-q8col", "optimum-fp16", "genai", "genai-q4", "genai-fp16"])
     ap.add_argument("config", choices=sorted(CONFIGS))
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     cfg = CONFIGS[a.config]
-    model = build(a.layout, cfg, np.random.default_rng(a.seed))
+    rng = np.random.default_rng(a.seed)
+    model = build_genai(a.layout, cfg, rng) if a.layout.startswith("genai") else build(a.layout, cfg, rng)
     data = model.SerializeToString()
     with open(a.out, "wb") as f:
         f.write(data)
     print(json.dumps({"layers": cfg["layers"], "kv_heads": cfg["kv_heads"], "head_dim": cfg["head_dim"],
-                      "vocab": cfg["vocab"], "kv_dtype": "float16" if a.layout == "optimum-fp16" else "float32"}))
+                      "vocab": cfg["vocab"], "kv_dtype": "float16" if a.layout.endswith("fp16") else "float32"}))
 
 
 if __name__ == "__main__":
