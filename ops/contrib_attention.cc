@@ -18,6 +18,7 @@
 #include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/float_elements.h"
+#include "ops/gemm/sgemm.h"
 #include "ops/kernel.h"
 #include "ops/op_util.h"
 
@@ -252,19 +253,22 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
   if (!f16 && present_v != nullptr) vc = present_v->data<float>();
   else vc = (v_scratch = ctx.AllocateTemp(DType::kFloat32, present_shape, false)).data<float>();
 
+  // The cos/sin rows of the positions this run rotates (B * S rows of half_rot each), as float32:
+  // only these rows, whatever the cache's length (genai writes caches of the full context).
   std::vector<float> cosf, sinf;
   if (a_.do_rotary) {
-    const Tensor& cos = ctx.input(kCos);
-    cosf.resize(cos.num_elements());
+    cosf.resize(static_cast<size_t>(B * S * g.half_rot));
     sinf.resize(cosf.size());
-    LoadFloats(cos, 0, cos.num_elements(), cosf.data());
-    LoadFloats(ctx.input(kSin), 0, cos.num_elements(), sinf.data());
+    for (int64_t r = 0; r < B * S; ++r) {
+      LoadFloats(ctx.input(kCos), g.positions[r] * g.half_rot, g.half_rot, cosf.data() + r * g.half_rot);
+      LoadFloats(ctx.input(kSin), g.positions[r] * g.half_rot, g.half_rot, sinf.data() + r * g.half_rot);
+    }
   }
   // Rotates one head row at token (b, s); float16 rounds the result as ONNX Runtime stores it.
   auto rotate = [&](float* x, int64_t b, int64_t s) {
     if (!a_.do_rotary) return;
-    const int64_t p = g.positions[b * S + s];
-    Rotate(x, cosf.data() + p * g.half_rot, sinf.data() + p * g.half_rot, g.half_rot, a_.rotary_interleaved);
+    const int64_t r = b * S + s;
+    Rotate(x, cosf.data() + r * g.half_rot, sinf.data() + r * g.half_rot, g.half_rot, a_.rotary_interleaved);
     if (f16)
       for (int64_t d = 0; d < 2 * g.half_rot; ++d) x[d] = F16ToF32(F32ToF16(x[d]));
   };
@@ -308,52 +312,66 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
   }
 
   const float alpha = a_.scale == 0.f ? 1.f / std::sqrt(static_cast<float>(D)) : a_.scale;
-  // Attention, one (batch, head) per task: scores over the visible keys, softmax, sum of values.
-  ParallelFor(ctx.thread_pool(), B * H, 1, [&](int64_t u0, int64_t u1) {
-    std::vector<float> qrow(D), acc(D), score(L), brow;
+  // Attention, one (batch, kv head) per task: the query rows of its `group` heads and S tokens
+  // as one matrix, scores = alpha Q K^T and out = softmax(scores) V as two GEMMs over the keys
+  // the rows see, masked per row (causal, window) before the softmax.
+  const bool smooth = a_.smooth_softmax || sink != nullptr;
+  ParallelFor(ctx.thread_pool(), B * KVH, 1, [&](int64_t u0, int64_t u1) {
+    std::vector<float> qm, scores, om, brow;
     if (bias != nullptr) brow.resize(g.total);
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t b = u / H, h = u % H;
-      const float* kd = kc + (b * KVH + h / group) * L * D;
-      const float* vd = vc + (b * KVH + h / group) * L * D;
+      const int64_t b = u / KVH, kh = u % KVH;
+      const float* kd = kc + u * L * D;
+      const float* vd = vc + u * L * D;
       const int64_t causal_past = g.first_prompt ? 0 : g.past_rows[b];
-      const bool smooth = a_.smooth_softmax || sink != nullptr;
-      const float sink_v = sink != nullptr ? FloatAt(*sink, h) : 0.f;
-      for (int64_t s = 0; s < S; ++s) {
-        LoadFloats(q, (b * S + s) * q_width + h * D, D, qrow.data());
-        rotate(qrow.data(), b, s);
-        const int64_t eff = std::min(causal_past + s + 1, g.valid[b]);
-        const int64_t start = WindowStart(eff, a_.local_window_size);
-        if (bias != nullptr) {
-          const int64_t bb = bias->dim(0) == 1 ? 0 : b, bh = bias->dim(1) == 1 ? 0 : h;
-          LoadFloats(*bias, ((bb * bias->dim(1) + bh) * S + s) * g.total, g.total, brow.data());
+      const int64_t rows = group * S;
+      // Row r = (head kh * group + r / S, token r % S); the keys row r sees: [start(r), eff(r)).
+      auto eff_of = [&](int64_t s) { return std::min(causal_past + s + 1, g.valid[b]); };
+      int64_t width = 0;
+      for (int64_t s = 0; s < S; ++s) width = std::max(width, eff_of(s));
+      qm.resize(static_cast<size_t>(rows * D));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t h = kh * group + r / S, s = r % S;
+        LoadFloats(q, (b * S + s) * q_width + h * D, D, qm.data() + r * D);
+        rotate(qm.data() + r * D, b, s);
+      }
+      om.assign(static_cast<size_t>(rows * D), 0.f);
+      if (width > 0) {
+        scores.resize(static_cast<size_t>(rows * width));
+        Sgemm(false, true, rows, width, D, alpha, qm.data(), D, kd, D, 0.f, scores.data(), width, nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t h = kh * group + r / S, s = r % S;
+          const int64_t eff = eff_of(s), start = WindowStart(eff, a_.local_window_size);
+          const float sink_v = sink != nullptr ? FloatAt(*sink, h) : 0.f;
+          float* row = scores.data() + r * width;
+          if (bias != nullptr) {
+            const int64_t bb = bias->dim(0) == 1 ? 0 : b, bh = bias->dim(1) == 1 ? 0 : h;
+            LoadFloats(*bias, ((bb * bias->dim(1) + bh) * S + s) * g.total, g.total, brow.data());
+          }
+          float mx = smooth ? sink_v : -std::numeric_limits<float>::infinity();
+          for (int64_t j = start; j < eff; ++j) {
+            float x = row[j];
+            if (a_.softcap > 0.f) x = a_.softcap * std::tanh(x / a_.softcap);
+            if (bias != nullptr) x += brow[j];
+            row[j] = x;
+            mx = std::max(mx, x);
+          }
+          float sum = smooth ? std::exp(sink_v - mx) : 0.f;
+          for (int64_t j = start; j < eff; ++j) sum += (row[j] = std::exp(row[j] - mx));
+          const float inv = 1.f / sum;
+          for (int64_t j = 0; j < width; ++j) row[j] = j >= start && j < eff ? row[j] * inv : 0.f;
         }
-        float mx = smooth ? sink_v : -std::numeric_limits<float>::infinity();
-        for (int64_t j = start; j < eff; ++j) {
-          const float* kr = kd + j * D;
-          float dot = 0.f;
-          for (int64_t d = 0; d < D; ++d) dot += qrow[d] * kr[d];
-          float x = dot * alpha;
-          if (a_.softcap > 0.f) x = a_.softcap * std::tanh(x / a_.softcap);
-          if (bias != nullptr) x += brow[j];
-          score[j] = x;
-          mx = std::max(mx, x);
-        }
-        float sum = smooth ? std::exp(sink_v - mx) : 0.f;
-        for (int64_t j = start; j < eff; ++j) sum += (score[j] = std::exp(score[j] - mx));
-        const float inv = 1.f / sum;
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int64_t j = start; j < eff; ++j) {
-          const float p = score[j] * inv;
-          const float* vr = vd + j * D;
-          for (int64_t d = 0; d < D; ++d) acc[d] += p * vr[d];
-        }
+        Sgemm(false, false, rows, D, width, 1.f, scores.data(), width, vd, D, 0.f, om.data(), D, nullptr);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t h = kh * group + r / S, s = r % S;
         const int64_t o = (b * S + s) * H * D + h * D;
+        const float* src = om.data() + r * D;
         if (f16) {
           uint16_t* od = out.data<uint16_t>() + o;
-          for (int64_t d = 0; d < D; ++d) od[d] = F32ToF16(acc[d]);
+          for (int64_t d = 0; d < D; ++d) od[d] = F32ToF16(src[d]);
         } else {
-          std::memcpy(out.data<float>() + o, acc.data(), static_cast<size_t>(D) * sizeof(float));
+          std::memcpy(out.data<float>() + o, src, static_cast<size_t>(D) * sizeof(float));
         }
       }
     }
@@ -361,7 +379,6 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
   return absl::OkStatus();
 }
 
-// A declared dimension of input i, or -1 when the graph does not fix it.
 int64_t DeclaredDim(const KernelInit& init, size_t i, size_t axis) {
   const TypeInfo* t = init.InputType(i);
   if (t == nullptr || !t->shape || t->shape->size() <= axis || !(*t->shape)[axis].is_fixed()) return -1;

@@ -38,10 +38,13 @@ usage: llm_layouts.py LAYOUT CONFIG OUT.onnx [--seed N]
   CONFIG  tiny            2 layers, hidden 64, 4 heads, 2 kv heads, head_dim 16, vocab 1000
           real2           2 layers of Qwen3-0.6B's width: hidden 1024, 16 heads, 8 kv heads,
                           head_dim 128, intermediate 3072, vocab 151936
+          qwen3-0.6b      all 28 layers of it (weights in OUT.onnx.data beside the graph, as
+                          exporters write files past protobuf's 2 GB)
 Prints one JSON line: layers, kv_heads, head_dim, vocab, kv_dtype.
 """
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -50,6 +53,7 @@ from onnx import TensorProto, helper, numpy_helper
 CONFIGS = {
     "tiny": dict(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, inter=128, vocab=1000, theta=1e6),
     "real2": dict(layers=2, hidden=1024, heads=16, kv_heads=8, head_dim=128, inter=3072, vocab=151936, theta=1e6),
+    "qwen3-0.6b": dict(layers=28, hidden=1024, heads=16, kv_heads=8, head_dim=128, inter=3072, vocab=151936, theta=1e6),
 }
 EPS = 1e-6
 FINFO_MIN = float(np.finfo(np.float32).min)
@@ -366,9 +370,16 @@ def main():
     cfg = CONFIGS[a.config]
     rng = np.random.default_rng(a.seed)
     model = build_genai(a.layout, cfg, rng) if a.layout.startswith("genai") else build(a.layout, cfg, rng)
-    data = model.SerializeToString()
-    with open(a.out, "wb") as f:
-        f.write(data)
+    if sum(len(t.raw_data) for t in model.graph.initializer) > (1 << 30):
+        from onnx import external_data_helper
+        import onnx
+        external_data_helper.convert_model_to_external_data(model, all_tensors_to_one_file=True,
+                                                            location=os.path.basename(a.out) + ".data",
+                                                            size_threshold=1024)
+        onnx.save_model(model, a.out)
+    else:
+        with open(a.out, "wb") as f:
+            f.write(model.SerializeToString())
     print(json.dumps({"layers": cfg["layers"], "kv_heads": cfg["kv_heads"], "head_dim": cfg["head_dim"],
                       "vocab": cfg["vocab"], "kv_dtype": "float16" if a.layout.endswith("fp16") else "float32"}))
 
