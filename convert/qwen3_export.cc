@@ -1,4 +1,7 @@
-// ExportQwen3 (oneinfer/convert.h): a Hugging Face Qwen3 checkpoint -> a plain opset-21 ONNX graph.
+// ExportQwen3 (oneinfer/convert.h): a Hugging Face Qwen3 or Llama-family (llama, qwen2, mistral)
+// checkpoint -> a plain opset-21 ONNX graph. The families differ in what they add to one decoder
+// layer: Qwen3 normalises q and k per head, Qwen2 (and Llama with attention_bias) biases the
+// q/k/v projections, Llama 3 rescales the rotary frequencies (rope_scaling "llama3").
 //
 // Weights go to an external data file beside the graph. Projection weights are stored
 // transposed ([in, out], so each MatMul reads [K, N]) under the checkpoint's own names.
@@ -29,12 +32,38 @@ using json = nlohmann::json;
 namespace {
 
 struct Qwen3Config {
+  std::string type;  // model_type: qwen3, qwen2, llama or mistral
   int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   double eps = 1e-6, rope_theta = 1e6;
   bool tied = true;
+  bool qk_norm = false;  // Qwen3's per-head RMSNorm of q and k
+  bool qkv_bias = false;  // biases on the q/k/v projections (Qwen2; Llama's attention_bias)
   int64_t max_positions = 40960;
+  std::vector<double> inv_freq;  // the rotary frequencies, after any rope_scaling
   json raw;
 };
+
+// Llama 3's rope_scaling (rope_type "llama3"): wavelengths longer than
+// original_max / low_freq_factor are divided by factor, shorter than original_max /
+// high_freq_factor kept, and those between blended linearly in original_max / wavelength.
+absl::Status ScaleLlama3(const json& rs, std::vector<double>* inv_freq) {
+  const double factor = rs.at("factor"), low = rs.at("low_freq_factor"), high = rs.at("high_freq_factor");
+  const double original = rs.at("original_max_position_embeddings");
+  if (!(factor > 0 && low > 0 && high > low && original > 0)) {
+    return absl::InvalidArgumentError("rope_scaling llama3 needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+  }
+  const double low_wavelen = original / low, high_wavelen = original / high;
+  for (double& f : *inv_freq) {
+    const double wavelen = 2 * M_PI / f;
+    if (wavelen > low_wavelen) {
+      f /= factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (original / wavelen - low) / (high - low);
+      f = (1 - smooth) * f / factor + smooth * f;
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Qwen3Config> ReadConfig(const fs::path& path) {
   std::ifstream f(path);
@@ -43,23 +72,50 @@ absl::StatusOr<Qwen3Config> ReadConfig(const fs::path& path) {
   try {
     c.raw = json::parse(f);
     const json& j = c.raw;
-    const std::string type = j.value("model_type", "");
-    if (type != "qwen3") return absl::InvalidArgumentError(absl::StrCat("config model_type is '", type, "', expected 'qwen3'"));
+    c.type = j.value("model_type", "");
+    if (c.type != "qwen3" && c.type != "qwen2" && c.type != "llama" && c.type != "mistral") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config model_type is '", c.type, "', expected qwen3, qwen2, llama or mistral"));
+    }
     c.vocab = j.at("vocab_size");
     c.hidden = j.at("hidden_size");
     c.intermediate = j.at("intermediate_size");
     c.layers = j.at("num_hidden_layers");
     c.heads = j.at("num_attention_heads");
     c.kv_heads = j.value("num_key_value_heads", c.heads);
-    c.head_dim = j.value("head_dim", c.hidden / c.heads);
+    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int64_t>()
+                                                                    : (c.heads > 0 ? c.hidden / c.heads : 0);
     c.eps = j.value("rms_norm_eps", 1e-6);
-    c.rope_theta = j.value("rope_theta", 1e6);
-    c.tied = j.value("tie_word_embeddings", true);
-    c.max_positions = j.value("max_position_embeddings", 40960);
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      return absl::UnimplementedError("config has rope_scaling; only plain rotary embeddings are supported");
+    c.rope_theta = j.value("rope_theta", c.type == "qwen3" ? 1e6 : 10000.0);
+    // transformers' defaults: Qwen3 files say it; the others default to an untied head.
+    c.tied = j.value("tie_word_embeddings", c.type == "qwen3");
+    c.max_positions = j.value("max_position_embeddings", int64_t{40960});
+    c.qk_norm = c.type == "qwen3";
+    c.qkv_bias = c.type == "qwen2" || (c.type == "llama" && j.value("attention_bias", false));
+    if (c.type == "qwen3" && j.value("attention_bias", false)) {
+      return absl::UnimplementedError("config has attention_bias; Qwen3 has none");
     }
-    if (j.value("attention_bias", false)) return absl::UnimplementedError("config has attention_bias; Qwen3 has none");
+    if (j.value("mlp_bias", false)) return absl::UnimplementedError("config has mlp_bias (biases on the MLP projections)");
+    if (j.value("hidden_act", "silu") != "silu") {
+      return absl::UnimplementedError(absl::StrCat("config hidden_act is '", j.value("hidden_act", ""), "'; only silu is supported"));
+    }
+    // Mistral's sliding window: attention here is full, so the context stops at the window.
+    if (j.contains("sliding_window") && j["sliding_window"].is_number_integer() && j.value("use_sliding_window", true)) {
+      c.max_positions = std::min<int64_t>(c.max_positions, j["sliding_window"].get<int64_t>());
+    }
+    if (c.head_dim > 0 && c.head_dim % 2 == 0) {
+      for (int64_t i = 0; i < c.head_dim / 2; ++i) c.inv_freq.push_back(1.0 / std::pow(c.rope_theta, 2.0 * i / c.head_dim));
+    }
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+      const json& rs = j["rope_scaling"];
+      const std::string kind = rs.value("rope_type", rs.value("type", ""));
+      if (kind == "llama3") {
+        if (auto st = ScaleLlama3(rs, &c.inv_freq); !st.ok()) return st;
+      } else if (kind != "default") {
+        return absl::UnimplementedError(absl::StrCat("config rope_scaling type '", kind,
+                                                     "' is not supported (plain rotary and llama3 are)"));
+      }
+    }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("'", path.string(), "': ", e.what()));
   }
@@ -215,11 +271,11 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
     p->set_key(k);
     p->set_value(v);
   };
-  meta("oneinfer.architecture", "qwen3");
+  meta("oneinfer.architecture", c.type);
   meta("oneinfer.max_positions", std::to_string(c.max_positions));
   meta("oneinfer.cached", cached ? "1" : "0");
   auto* g = model.mutable_graph();
-  g->set_name(cached ? "qwen3_cached" : "qwen3");
+  g->set_name(cached ? c.type + "_cached" : c.type);
 
   const std::string data_name = out_path.filename().string() + ".data";
   fs::create_directories(fs::absolute(out_path).parent_path());
@@ -316,8 +372,7 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
   const std::string qpos = b.Op("Range", {P, total, one}, "positions");
   const std::string kpos = b.Op("Range", {b.I64({0}, "zero", true), total, one}, "key_positions");
   const std::string qpos_col = b.Op("Unsqueeze", {qpos, b.I64({1}, "ax1")}, "positions_col");
-  std::vector<float> inv_freq(static_cast<size_t>(D / 2));
-  for (int64_t i = 0; i < D / 2; ++i) inv_freq[static_cast<size_t>(i)] = static_cast<float>(1.0 / std::pow(c.rope_theta, 2.0 * i / D));
+  const std::vector<float> inv_freq(c.inv_freq.begin(), c.inv_freq.end());
   const std::string freqs = b.Op("MatMul", {b.Op("Cast", {qpos_col}, "positions_f", {AttrI("to", onnx::TensorProto::FLOAT)}),
                                             b.F32(inv_freq, {1, D / 2}, "inv_freq")}, "rotary_freqs");
   const std::string emb = b.Op("Concat", {freqs, freqs}, "rotary_emb", {AttrI("axis", -1)});
@@ -342,11 +397,20 @@ absl::Status Export(const fs::path& ckpt_dir, const fs::path& out_path, bool cac
     const std::string p = absl::StrCat("model.layers.", l, ".");
     const std::string hint = absl::StrCat("l", l);
     const std::string h = rms_norm(x, weight(p + "input_layernorm.weight", {H}, false), hint + "_in_norm");
-    std::string q = b.Op("MatMul", {h, weight(p + "self_attn.q_proj.weight", {NH * D, H}, true)}, hint + "_q");
-    std::string k = b.Op("MatMul", {h, weight(p + "self_attn.k_proj.weight", {KVH * D, H}, true)}, hint + "_k");
-    std::string v = b.Op("MatMul", {h, weight(p + "self_attn.v_proj.weight", {KVH * D, H}, true)}, hint + "_v");
-    q = rms_norm(b.Op("Reshape", {q, b.I64({1, -1, NH, D}, "q_shape")}, hint + "_q4"), weight(p + "self_attn.q_norm.weight", {D}, false), hint + "_q_norm");
-    k = rms_norm(b.Op("Reshape", {k, b.I64({1, -1, KVH, D}, "kv_shape")}, hint + "_k4"), weight(p + "self_attn.k_norm.weight", {D}, false), hint + "_k_norm");
+    // The q/k/v projections, with their biases where the family has them.
+    auto qkv = [&](const std::string& which, int64_t rows) {
+      const std::string name = p + "self_attn." + which + "_proj.";
+      std::string t = b.Op("MatMul", {h, weight(name + "weight", {rows, H}, true)}, hint + "_" + which);
+      if (c.qkv_bias) t = b.Op("Add", {t, weight(name + "bias", {rows}, false)}, hint + "_" + which + "_bias");
+      return t;
+    };
+    std::string q = qkv("q", NH * D), k = qkv("k", KVH * D), v = qkv("v", KVH * D);
+    q = b.Op("Reshape", {q, b.I64({1, -1, NH, D}, "q_shape")}, hint + "_q4");
+    k = b.Op("Reshape", {k, b.I64({1, -1, KVH, D}, "kv_shape")}, hint + "_k4");
+    if (c.qk_norm) {
+      q = rms_norm(q, weight(p + "self_attn.q_norm.weight", {D}, false), hint + "_q_norm");
+      k = rms_norm(k, weight(p + "self_attn.k_norm.weight", {D}, false), hint + "_k_norm");
+    }
     v = b.Op("Reshape", {v, b.I64({1, -1, KVH, D}, "kv_shape")}, hint + "_v4");
     q = rope(b.Op("Transpose", {q}, hint + "_qt", {AttrInts("perm", {0, 2, 1, 3})}), hint + "_q_rope");
     k = rope(b.Op("Transpose", {k}, hint + "_kt", {AttrInts("perm", {0, 2, 1, 3})}), hint + "_k_rope");
@@ -441,14 +505,31 @@ absl::Status WriteRandom(const std::string& arch, const fs::path& dir, int64_t l
               {"hidden_act", "silu"}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"rope_scaling", nullptr},
               {"tie_word_embeddings", true}, {"max_position_embeddings", 40960}, {"attention_bias", false},
               {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"torch_dtype", "bfloat16"}};
+  const json tiny = {{"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16}};
   if (arch == "qwen3-0.6b") {
     cfg.update({{"hidden_size", 1024}, {"intermediate_size", 3072}, {"num_hidden_layers", 28},
                 {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 128}});
   } else if (arch == "tiny") {
-    cfg.update({{"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
-                {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16}});
+    cfg.update(tiny);
+  } else if (arch == "llama-tiny") {
+    // Llama 3.x: an untied head, rotary frequencies rescaled for the long context.
+    cfg.update(tiny);
+    cfg.update({{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 128256},
+                {"rope_theta", 500000.0}, {"tie_word_embeddings", false}, {"max_position_embeddings", 131072},
+                {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}}},
+                {"bos_token_id", 128000}, {"eos_token_id", 128009}, {"mlp_bias", false}});
+    cfg.erase("head_dim");  // Llama configs before 3.2 leave it to hidden / heads
+  } else if (arch == "qwen2-tiny") {
+    // Qwen2 / 2.5: biases on the q/k/v projections, no q/k norm.
+    cfg.update(tiny);
+    cfg.update({{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"rope_theta", 1000000.0},
+                {"tie_word_embeddings", true}, {"max_position_embeddings", 32768}});
+    cfg.erase("attention_bias");
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown architecture '", arch, "' (known: qwen3-0.6b, tiny)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown architecture '", arch, "' (known: qwen3-0.6b, tiny, llama-tiny, qwen2-tiny)"));
   }
   if (layers_override > 0) cfg["num_hidden_layers"] = layers_override;
   fs::create_directories(dir);
@@ -457,7 +538,9 @@ absl::Status WriteRandom(const std::string& arch, const fs::path& dir, int64_t l
     f << cfg.dump(2) << "\n";
   }
   const int64_t H = cfg["hidden_size"], I = cfg["intermediate_size"], L = cfg["num_hidden_layers"],
-                NH = cfg["num_attention_heads"], KVH = cfg["num_key_value_heads"], D = cfg["head_dim"], V = cfg["vocab_size"];
+                NH = cfg["num_attention_heads"], KVH = cfg["num_key_value_heads"], V = cfg["vocab_size"];
+  const int64_t D = cfg.contains("head_dim") ? cfg["head_dim"].get<int64_t>() : H / NH;
+  const std::string type = cfg["model_type"];
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto tensor = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean) {
@@ -478,8 +561,15 @@ absl::Status WriteRandom(const std::string& arch, const fs::path& dir, int64_t l
     const std::string p = absl::StrCat("model.layers.", l, ".");
     ts.push_back(tensor(p + "input_layernorm.weight", {H}, 0.05f, 1.0f));
     ts.push_back(tensor(p + "post_attention_layernorm.weight", {H}, 0.05f, 1.0f));
-    ts.push_back(tensor(p + "self_attn.q_norm.weight", {D}, 0.05f, 1.0f));
-    ts.push_back(tensor(p + "self_attn.k_norm.weight", {D}, 0.05f, 1.0f));
+    if (type == "qwen3") {
+      ts.push_back(tensor(p + "self_attn.q_norm.weight", {D}, 0.05f, 1.0f));
+      ts.push_back(tensor(p + "self_attn.k_norm.weight", {D}, 0.05f, 1.0f));
+    }
+    if (type == "qwen2") {
+      ts.push_back(tensor(p + "self_attn.q_proj.bias", {NH * D}, 0.1f, 0.0f));
+      ts.push_back(tensor(p + "self_attn.k_proj.bias", {KVH * D}, 0.1f, 0.0f));
+      ts.push_back(tensor(p + "self_attn.v_proj.bias", {KVH * D}, 0.1f, 0.0f));
+    }
     ts.push_back(tensor(p + "self_attn.q_proj.weight", {NH * D, H}, proj, 0.0f));
     ts.push_back(tensor(p + "self_attn.k_proj.weight", {KVH * D, H}, proj, 0.0f));
     ts.push_back(tensor(p + "self_attn.v_proj.weight", {KVH * D, H}, proj, 0.0f));
@@ -489,6 +579,7 @@ absl::Status WriteRandom(const std::string& arch, const fs::path& dir, int64_t l
     ts.push_back(tensor(p + "mlp.down_proj.weight", {H, I}, 1.0f / std::sqrt(static_cast<float>(I)), 0.0f));
   }
   ts.push_back(tensor("model.norm.weight", {H}, 0.05f, 1.0f));
+  if (!cfg["tie_word_embeddings"].get<bool>()) ts.push_back(tensor("lm_head.weight", {V, H}, 1.0f / std::sqrt(static_cast<float>(H)), 0.0f));
   return WriteSafetensors((dir / "model.safetensors").string(), ts);
 }
 

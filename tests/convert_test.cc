@@ -1,7 +1,10 @@
 // The conversion layer called as a library (oneinfer/convert.h), and the one int8 weight
 // quantiser (quant/weight_quant.h) that the exporter, the A8W8 quantizer and the run-time A8W8
 // MatMul share.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <fstream>
@@ -208,11 +211,40 @@ TEST_F(ConvertApi, ErrorsAreStatuses) {
   auto missing = ExportQwen3((*dir_ / "nowhere").string(), (*dir_ / "y.onnx").string());
   EXPECT_FALSE(missing.ok());
   RandomQwen3Options ro;
-  ro.architecture = "llama";
+  ro.architecture = "gpt2";
   EXPECT_EQ(WriteRandomQwen3((*dir_ / "z").string(), ro).code(), absl::StatusCode::kInvalidArgument);
   auto q = QuantizeA8W8((*dir_ / "nowhere.onnx").string(), (*dir_ / "q.onnx").string());
   ASSERT_FALSE(q.ok());
   EXPECT_EQ(q.status().code(), absl::StatusCode::kNotFound);
+}
+
+// Configs export-hf cannot follow are refused by name, not exported with the wrong arithmetic.
+TEST_F(ConvertApi, UnsupportedConfigsAreNamedErrors) {
+  const fs::path ckpt = *dir_ / "ckpt";
+  const std::string original = [&] {
+    std::ifstream f(ckpt / "config.json");
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  }();
+  auto export_with = [&](const nlohmann::json& patch) {
+    nlohmann::json cfg = nlohmann::json::parse(original);
+    cfg.update(patch);
+    std::ofstream(ckpt / "config.json") << cfg.dump();
+    auto r = ExportQwen3(ckpt.string(), (*dir_ / "cfg" / "model.onnx").string());
+    std::ofstream(ckpt / "config.json") << original;
+    return r.ok() ? std::string("ok") : std::string(r.status().message());
+  };
+  EXPECT_THAT(export_with({{"model_type", "gpt2"}}), ::testing::HasSubstr("model_type is 'gpt2', expected qwen3, qwen2, llama or mistral"));
+  EXPECT_THAT(export_with({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
+              ::testing::HasSubstr("rope_scaling type 'yarn' is not supported"));
+  EXPECT_THAT(export_with({{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
+                                             {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 8192}}}}),
+              ::testing::HasSubstr("high_freq_factor > low_freq_factor"));
+  EXPECT_THAT(export_with({{"mlp_bias", true}}), ::testing::HasSubstr("mlp_bias"));
+  EXPECT_THAT(export_with({{"hidden_act", "gelu"}}), ::testing::HasSubstr("hidden_act is 'gelu'"));
+  // A llama config over Qwen3 weights: no q/k norm is read, so it exports; a qwen2 config needs
+  // the q/k/v biases the checkpoint lacks.
+  EXPECT_EQ(export_with({{"model_type", "llama"}, {"tie_word_embeddings", true}}), "ok");
+  EXPECT_THAT(export_with({{"model_type", "qwen2"}}), ::testing::HasSubstr("model.layers.0.self_attn.q_proj.bias"));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// oneinfer export-qwen3: flags and printing around ExportQwen3 / WriteRandomQwen3
-// (oneinfer/convert.h, implemented in convert/).
+// oneinfer export-hf (also export-qwen3, its first name): flags and printing around ExportQwen3 /
+// WriteRandomQwen3 (oneinfer/convert.h, implemented in convert/).
 #include <filesystem>
 #include <iostream>
 
@@ -14,11 +14,14 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kHelp =
-    "usage: oneinfer export-qwen3 CHECKPOINT_DIR -o MODEL.onnx [--cached] [--weights FORMAT]\n"
-    "       oneinfer export-qwen3 --random CONFIG -o DIR [--layers N] [--seed S]\n"
+    "usage: oneinfer export-hf CHECKPOINT_DIR -o MODEL.onnx [--cached] [--weights FORMAT]\n"
+    "       oneinfer export-hf --random CONFIG -o DIR [--layers N] [--seed S]\n"
+    "       (export-qwen3 is the same command)\n"
     "\n"
-    "Reads config.json and model.safetensors (or shards with model.safetensors.index.json;\n"
-    "BF16, F16 or F32) and writes a float32 opset-21 graph with weights in MODEL.onnx.data.\n"
+    "Reads a Hugging Face decoder's config.json and model.safetensors (or shards with\n"
+    "model.safetensors.index.json; BF16, F16 or F32) and writes a float32 opset-21 graph with\n"
+    "weights in MODEL.onnx.data. model_type qwen3 (q/k norm), qwen2 (q/k/v biases), llama\n"
+    "(attention_bias, rope_scaling llama3) or mistral (the context stops at sliding_window).\n"
     "  default    input_ids int64 [1, S] -> logits float [1, S, V]\n"
     "  --cached   adds past_kv float [2L, 1, KVH, P, D] -> present_kv [2L, 1, KVH, P+S, D]\n"
     "             (index 2l = key of layer l, 2l+1 = value); positions start at P\n"
@@ -31,7 +34,8 @@ constexpr const char* kHelp =
     "tokenizer.json, tokenizer_config.json and generation_config.json are copied beside it.\n"
     "\n"
     "--random writes a random-weight checkpoint (config.json + model.safetensors, BF16) of a\n"
-    "named architecture: qwen3-0.6b (the real shape) or tiny (2 layers, small widths);\n"
+    "named architecture: qwen3-0.6b (the real shape), tiny (a 2-layer Qwen3 of small widths),\n"
+    "llama-tiny (Llama 3 form: untied head, llama3 rope scaling) or qwen2-tiny (q/k/v biases);\n"
     "--layers overrides the layer count (e.g. a 2-layer model at the real widths).\n";
 
 }  // namespace
@@ -58,7 +62,7 @@ int CmdExportQwen3(int argc, char** argv) {
   else return Fail(absl::StrCat("--weights takes float, int8, int4 or q4nx, not '", weights, "'"));
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
-  if (out.empty()) return Fail("export-qwen3 needs -o OUTPUT (see oneinfer export-qwen3 --help)");
+  if (out.empty()) return Fail("export-hf needs -o OUTPUT (see oneinfer export-hf --help)");
   RandomQwen3Options random_options;
   try {
     if (!layers.empty()) random_options.layers = std::stoll(layers);
@@ -74,7 +78,7 @@ int CmdExportQwen3(int argc, char** argv) {
     std::cout << "wrote a random " << random << " checkpoint to " << out << "\n";
     return 0;
   }
-  if (pos.size() != 1) return Fail("export-qwen3 needs one CHECKPOINT_DIR (see oneinfer export-qwen3 --help)");
+  if (pos.size() != 1) return Fail("export-hf needs one CHECKPOINT_DIR (see oneinfer export-hf --help)");
   if (!fs::is_directory(pos[0])) return Fail(absl::StrCat("checkpoint folder '", pos[0], "' does not exist"));
   auto r = ExportQwen3(pos[0], out, options);
   if (!r.ok()) return Fail(r.status());

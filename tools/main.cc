@@ -15,10 +15,11 @@ constexpr const char* kUsage =
     "usage: oneinfer <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run MODEL.onnx --prompt TEXT                    generate text (Qwen3 graphs from export-qwen3)\n"
+    "  run MODEL.onnx --prompt TEXT                    generate text (export-hf, optimum and genai graphs)\n"
     "  exec MODEL.onnx --input-dir D --output-dir O   run a model on input_*.pb tensors\n"
     "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
-    "  export-qwen3 CHECKPOINT_DIR -o MODEL.onnx       Qwen3 safetensors -> plain opset-21 ONNX (--cached)\n"
+    "  export-hf CHECKPOINT_DIR -o MODEL.onnx          Qwen3 / Llama / Qwen2 / Mistral safetensors -> ONNX\n"
+    "                                                  (--cached; export-qwen3 is the same command)\n"
     "  tokenize --tokenizer T [--file F | TEXT]        text lines -> token ids (--decode: ids -> text)\n"
     "  quantize MODEL.onnx -o OUT.onnx --a8w8          static A8W8 QDQ graph, calibrated on text or ids\n"
     "\n"
@@ -59,7 +60,7 @@ int Dispatch(int argc, char** argv) {
   }
   if (cmd == "exec") return oneinfer::cli::CmdExec(argc, argv);
   if (cmd == "inspect") return oneinfer::cli::CmdInspect(argc, argv);
-  if (cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
+  if (cmd == "export-hf" || cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
   if (cmd == "tokenize") return oneinfer::cli::CmdTokenize(argc, argv);
   if (cmd == "run") return oneinfer::cli::CmdRun(argc, argv);
   if (cmd == "quantize") return oneinfer::cli::CmdQuantize(argc, argv);

@@ -1,6 +1,7 @@
-// Model conversion: a Hugging Face Qwen3 checkpoint -> an ONNX graph (float, int8, int4 or
-// Q4NX weights), and a float ONNX graph -> a static A8W8 QDQ graph calibrated on sample data.
-// The `oneinfer export-qwen3` and `oneinfer quantize` commands are these functions plus flags.
+// Model conversion: a Hugging Face decoder checkpoint (Qwen3, Qwen2, Llama, Mistral) -> an ONNX
+// graph (float, int8, int4 or Q4NX weights), and a float ONNX graph -> a static A8W8 QDQ graph
+// calibrated on sample data. The `oneinfer export-hf` (alias export-qwen3) and `oneinfer quantize`
+// commands are these functions plus flags.
 #pragma once
 
 #include <cstdint>
@@ -37,14 +38,16 @@ struct ExportQwen3Result {
 };
 
 // Reads checkpoint_dir (config.json and model.safetensors, or shards with
-// model.safetensors.index.json; BF16, F16 or F32) and writes an opset-21 graph to `model`:
+// model.safetensors.index.json; BF16, F16 or F32; model_type qwen3, qwen2, llama or mistral)
+// and writes an opset-21 graph to `model`:
 // input_ids int64 [1, S] -> logits float [1, S, V]. tokenizer.json, tokenizer_config.json and
 // generation_config.json are copied beside it.
 ONEINFER_API absl::StatusOr<ExportQwen3Result> ExportQwen3(const std::string& checkpoint_dir, const std::string& model,
                                                            const ExportQwen3Options& options = {});
 
 struct RandomQwen3Options {
-  std::string architecture = "tiny";  // "tiny" (2 layers, small widths) or "qwen3-0.6b"
+  // "tiny" (a 2-layer Qwen3 of small widths), "qwen3-0.6b", "llama-tiny" or "qwen2-tiny"
+  std::string architecture = "tiny";
   int64_t layers = 0;                 // > 0 overrides the layer count
   uint64_t seed = 0;
 };
