@@ -196,13 +196,14 @@ class MatMulNBitsKernel : public OpKernel {
 
   absl::Status PackQ4(ThreadPool* pool) const {
     const int64_t K = w_.K, gemm_blocks = kp_ / kQ4Block;
-    // code = q, d = scale, m = -zp * scale; float16 d and m when all are exact there.
-    bool f16 = true;
-    for (int64_t n = 0; f16 && n < w_.N; ++n)
-      for (int64_t b = 0; f16 && b < w_.blocks; ++b) {
-        const float s = w_.Scale(n, b);
-        f16 = ExactInFloat16(s) && ExactInFloat16(-w_.ZeroPoint(n, b) * s);
-      }
+    // code = q, d = scale, m = -zp * scale; float16 d and m when all are exact there, else d
+    // alone when every m is one multiple of d (no zero points: m = -8 d), else both as float32.
+    float c = 0.0f;
+    const Q4ScaleFormat format = ChooseQ4ScaleFormat(w_.N * w_.blocks, [&](int64_t i) {
+      const int64_t n = i / w_.blocks, b = i % w_.blocks;
+      const float s = w_.Scale(n, b);
+      return std::pair<float, float>(s, -w_.ZeroPoint(n, b) * s);
+    }, &c);
     auto fill = [&](int64_t n0, int64_t n1, uint8_t* codes, float* d, float* m) {
       std::memset(codes, 0, static_cast<size_t>((n1 - n0) * kp_));
       for (int64_t n = n0; n < n1; ++n) {
@@ -217,7 +218,7 @@ class MatMulNBitsKernel : public OpKernel {
       }
       return absl::OkStatus();
     };
-    auto packed = PackedWeightsQ4::PackWith(kp_, w_.N, fill, pool, f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
+    auto packed = PackedWeightsQ4::PackWith(kp_, w_.N, fill, pool, format, c);
     if (!packed.ok()) return packed.status();
     q4_ = std::move(*packed);
     return absl::OkStatus();

@@ -94,14 +94,14 @@ class WeightDequantMatMulKernel : public OpKernel {
       ReleaseMappedPages(Tensor::View(DType::kUInt8, {last - first}, const_cast<uint8_t*>(wp) + first));
       return absl::OkStatus();
     };
-    // Scales a float16 holds exactly (as export-qwen3 writes them) are stored as float16.
-    bool f16 = true;
-    for (int64_t i = 0; f16 && i < s_.num_elements(); ++i) {
+    // Scales a float16 holds exactly (as export-qwen3 writes them) are stored as float16; float32
+    // scales without zero points (m = -8 d) as d alone; others as float32 d and m.
+    float c = 0.0f;
+    const Q4ScaleFormat format = ChooseQ4ScaleFormat(s_.num_elements(), [&](int64_t i) {
       const int32_t z = zp ? Nibble(zp, i, is_signed) : 0;
-      f16 = ExactInFloat16(sp[i]) && ExactInFloat16(-static_cast<float>(z + bias) * sp[i]);
-    }
-    auto packed = PackedWeightsQ4::PackBlocksWith(K, N, fill, pool,
-                                                  f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
+      return std::pair<float, float>(sp[i], -static_cast<float>(z + bias) * sp[i]);
+    }, &c);
+    auto packed = PackedWeightsQ4::PackBlocksWith(K, N, fill, pool, format, c);
     if (!packed.ok()) return absl::InvalidArgumentError(absl::StrCat(name_, ": ", packed.status().message()));
     q4_ = std::move(*packed);
     return absl::OkStatus();

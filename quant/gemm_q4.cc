@@ -89,7 +89,7 @@ void QuantizeRowsQ8Blocks(int64_t M, int64_t K, const float* x, int8_t* q, float
 
 
 absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N,
-                                                          Q4ScaleFormat format) {
+                                                          Q4ScaleFormat format, float c) {
   if (K <= 0 || K % B != 0)
     return absl::InvalidArgumentError(
         absl::StrCat("4-bit weights: K = ", K, " is not a positive multiple of ", B));
@@ -98,6 +98,7 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N,
   out.k_ = K;
   out.n_ = N;
   out.format_ = format;
+  out.c_ = c;
   const size_t bytes = out.bytes();
   out.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   if (out.data_ == nullptr)
@@ -127,6 +128,17 @@ absl::Status PackedWeightsQ4::StoreBlock(int64_t b, int64_t n0, int64_t nr, cons
       }
       continue;
     }
+    if (format_ == Q4ScaleFormat::kF32D) {
+      float* dd = reinterpret_cast<float*>(dst + kQ4CodeBytes);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float dv = d[(p0 + j) * ldd], mv = m[(p0 + j) * ldd];
+        if (c_ * dv != mv)
+          return absl::InvalidArgumentError(absl::StrCat("4-bit weights: m = ", mv, " of column ", n0 + p0 + j,
+                                                         ", block ", b, " is not ", c_, " d (d = ", dv, ")"));
+        dd[j] = dv;
+      }
+      continue;
+    }
     uint16_t* dd = reinterpret_cast<uint16_t*>(dst + kQ4CodeBytes);
     for (int64_t j = 0; j < cols; ++j) {
       const float dv = d[(p0 + j) * ldd], mv = m[(p0 + j) * ldd];
@@ -153,8 +165,8 @@ absl::Status CheckCodes(const uint8_t* codes, int64_t n, const std::function<std
 
 absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
                                                           const FillFn& fill, ThreadPool* pool,
-                                                          Q4ScaleFormat format) {
-  auto out = Allocate(K, N, format);
+                                                          Q4ScaleFormat format, float c) {
+  auto out = Allocate(K, N, format, c);
   if (!out.ok()) return out.status();
   const int64_t kb = K / B;
   std::mutex mu;
@@ -186,8 +198,8 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackWith(int64_t K, int64_t N,
 absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::PackBlocksWith(int64_t K, int64_t N,
                                                                 const FillBlockFn& fill,
                                                                 ThreadPool* pool,
-                                                                Q4ScaleFormat format) {
-  auto out = Allocate(K, N, format);
+                                                                Q4ScaleFormat format, float c) {
+  auto out = Allocate(K, N, format, c);
   if (!out.ok()) return out.status();
   std::mutex mu;
   absl::Status first_error;
@@ -219,9 +231,8 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Pack(int64_t K, int64_t N, cons
     return absl::InvalidArgumentError(
         absl::StrCat("4-bit weights: K = ", K, " is not a positive multiple of ", B));
   const int64_t kb = K / B;
-  bool f16 = true;
-  for (int64_t i = 0; f16 && i < std::max<int64_t>(N, 0) * kb; ++i)
-    f16 = ExactInFloat16(d[i]) && ExactInFloat16(m[i]);
+  float c = 0.0f;
+  const Q4ScaleFormat format = ChooseQ4ScaleFormat(std::max<int64_t>(N, 0) * kb, d, m, &c);
   return PackWith(
       K, N,
       [&](int64_t n0, int64_t n1, uint8_t* c, float* dd, float* mm) {
@@ -230,7 +241,31 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Pack(int64_t K, int64_t N, cons
         std::memcpy(mm, m + n0 * kb, (n1 - n0) * kb * sizeof(float));
         return absl::OkStatus();
       },
-      pool, f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
+      pool, format, c);
+}
+
+Q4ScaleFormat ChooseQ4ScaleFormat(int64_t n, const std::function<std::pair<float, float>(int64_t)>& dm, float* c) {
+  bool f16 = true;
+  for (int64_t i = 0; f16 && i < n; ++i) {
+    const auto [d, m] = dm(i);
+    f16 = ExactInFloat16(d) && ExactInFloat16(m);
+  }
+  if (f16) return Q4ScaleFormat::kF16;
+  // One ratio for every block: taken from the first nonzero d, then checked as a float product.
+  *c = 0.0f;
+  int64_t i = 0;
+  for (; i < n; ++i) {
+    const auto [d, m] = dm(i);
+    if (d != 0.0f) {
+      *c = m / d;
+      break;
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const auto [d, m] = dm(j);
+    if (*c * d != m) return Q4ScaleFormat::kF32;
+  }
+  return Q4ScaleFormat::kF32D;
 }
 
 uint8_t PackedWeightsQ4::code(int64_t k, int64_t n) const {
@@ -241,7 +276,8 @@ uint8_t PackedWeightsQ4::code(int64_t k, int64_t n) const {
 
 namespace {
 // Entry i of the d (i < 16) and m (i >= 16) array of one packed block.
-float ScaleEntry(const uint8_t* block, Q4ScaleFormat format, int64_t i) {
+float ScaleEntry(const uint8_t* block, Q4ScaleFormat format, float c, int64_t i) {
+  if (format == Q4ScaleFormat::kF32D && i >= P) return c * ScaleEntry(block, format, c, i - P);
   if (format == Q4ScaleFormat::kF16) {
     uint16_t h;
     std::memcpy(&h, block + kQ4CodeBytes + i * 2, 2);
@@ -254,11 +290,11 @@ float ScaleEntry(const uint8_t* block, Q4ScaleFormat format, int64_t i) {
 }  // namespace
 
 float PackedWeightsQ4::d(int64_t b, int64_t n) const {
-  return ScaleEntry(panel(n / P) + b * block_stride(), format_, n % P);
+  return ScaleEntry(panel(n / P) + b * block_stride(), format_, c_, n % P);
 }
 
 float PackedWeightsQ4::m(int64_t b, int64_t n) const {
-  return ScaleEntry(panel(n / P) + b * block_stride(), format_, P + n % P);
+  return ScaleEntry(panel(n / P) + b * block_stride(), format_, c_, P + n % P);
 }
 
 namespace {
@@ -311,11 +347,11 @@ void MatMulQ4(int64_t M, const float* a, const PackedWeightsQ4& w, float* y, Thr
   });
 
   const GemmQ4Tier& t = ActiveTier();
-  const gemm_q4_internal::PanelFn panel =
-      w.scale_format() == Q4ScaleFormat::kF16 ? t.panel_f16 : t.panel;
+  const gemm_q4_internal::PanelFn panel = t.panel[static_cast<int>(w.scale_format())];
+  const float c = w.m_per_d();
   ForEachTile(M, w, t.mr, pool, [&](int64_t r, int64_t mr, int64_t p) {
     panel(kb, q + r * K, K, s + r * kb, sum + r * kb, kb, w.panel(p), y + r * N + p * P, N, mr,
-          std::min(P, N - p * P));
+          std::min(P, N - p * P), c);
   });
 }
 
@@ -323,10 +359,10 @@ void MatMulQ4Float(int64_t M, const float* a, const PackedWeightsQ4& w, float* y
   const int64_t K = w.K(), N = w.N(), kb = w.blocks();
   if (M <= 0 || N <= 0) return;
   const GemmQ4Tier& t = ActiveTier();
-  const gemm_q4_internal::FloatPanelFn panel =
-      w.scale_format() == Q4ScaleFormat::kF16 ? t.float_panel_f16 : t.float_panel;
+  const gemm_q4_internal::FloatPanelFn panel = t.float_panel[static_cast<int>(w.scale_format())];
+  const float c = w.m_per_d();
   ForEachTile(M, w, t.float_mr, pool, [&](int64_t r, int64_t mr, int64_t p) {
-    panel(kb, a + r * K, K, w.panel(p), y + r * N + p * P, N, mr, std::min(P, N - p * P));
+    panel(kb, a + r * K, K, w.panel(p), y + r * N + p * P, N, mr, std::min(P, N - p * P), c);
   });
 }
 

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,8 +46,17 @@ inline constexpr int64_t kQ4BlockStride = kQ4CodeBytes + 2 * kQ4Panel * sizeof(f
 inline constexpr int64_t kQ4BlockStrideF16 = kQ4CodeBytes + 2 * kQ4Panel * 2;             // 320
 
 // How d and m are stored. kF16 halves the scale bytes and is exact only for values a float16
-// holds (a scale rounded to float16 by its quantiser, ggml's and Q4NX's 16-bit scales).
-enum class Q4ScaleFormat { kF32, kF16 };
+// holds (a scale rounded to float16 by its quantiser, ggml's and Q4NX's 16-bit scales). kF32D
+// stores d alone as float32 (the same 320-byte block as kF16) when every m is one constant c
+// times d, exactly in float (symmetric formats: m = -8 d); the kernels take m = c * d.
+enum class Q4ScaleFormat { kF32, kF16, kF32D };
+
+// The most compact exact format for n (d, m) pairs, and c (m = c d) for kF32D; dm(i) gives
+// pair i (called twice per pair at most, so sources need not be copied into arrays).
+Q4ScaleFormat ChooseQ4ScaleFormat(int64_t n, const std::function<std::pair<float, float>(int64_t)>& dm, float* c);
+inline Q4ScaleFormat ChooseQ4ScaleFormat(int64_t n, const float* d, const float* m, float* c) {
+  return ChooseQ4ScaleFormat(n, [&](int64_t i) { return std::pair<float, float>(d[i], m[i]); }, c);
+}
 
 class PackedWeightsQ4 {
  public:
@@ -65,10 +75,12 @@ class PackedWeightsQ4 {
   // Keeps the transient memory to a few panels whatever N is.
   using FillFn = std::function<absl::Status(int64_t n0, int64_t n1, uint8_t* codes, float* d,
                                             float* m)>;
-  // format kF16: every d and m must be exact in float16, else InvalidArgument.
+  // format kF16: every d and m must be exact in float16, kF32D: every m must be c * d in
+  // float, else InvalidArgument.
   static absl::StatusOr<PackedWeightsQ4> PackWith(int64_t K, int64_t N, const FillFn& fill,
                                                   ThreadPool* pool,
-                                                  Q4ScaleFormat format = Q4ScaleFormat::kF32);
+                                                  Q4ScaleFormat format = Q4ScaleFormat::kF32,
+                                                  float c = 0.0f);
 
   // Row-streaming form for sources stored [K, N] row-major (an ONNX MatMul B such as an int4
   // DequantizeLinear weight): fill(b, codes, d, m) writes K block b = rows [32b, 32b+32) as
@@ -78,15 +90,18 @@ class PackedWeightsQ4 {
   using FillBlockFn = std::function<absl::Status(int64_t b, uint8_t* codes, float* d, float* m)>;
   static absl::StatusOr<PackedWeightsQ4> PackBlocksWith(int64_t K, int64_t N,
                                                         const FillBlockFn& fill, ThreadPool* pool,
-                                                        Q4ScaleFormat format = Q4ScaleFormat::kF32);
+                                                        Q4ScaleFormat format = Q4ScaleFormat::kF32,
+                                                        float c = 0.0f);
 
   int64_t K() const { return k_; }
   int64_t N() const { return n_; }
   int64_t blocks() const { return k_ / kQ4Block; }
   int64_t panels() const { return (n_ + kQ4Panel - 1) / kQ4Panel; }
   Q4ScaleFormat scale_format() const { return format_; }
+  // kF32D: m = m_per_d() * d for every block.
+  float m_per_d() const { return c_; }
   int64_t block_stride() const {
-    return format_ == Q4ScaleFormat::kF16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+    return format_ == Q4ScaleFormat::kF32 ? kQ4BlockStride : kQ4BlockStrideF16;
   }
   // Resident bytes of the packed matrix (codes and per-block d, m).
   size_t bytes() const { return static_cast<size_t>(panels() * blocks() * block_stride()); }
@@ -102,7 +117,7 @@ class PackedWeightsQ4 {
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
-  static absl::StatusOr<PackedWeightsQ4> Allocate(int64_t K, int64_t N, Q4ScaleFormat format);
+  static absl::StatusOr<PackedWeightsQ4> Allocate(int64_t K, int64_t N, Q4ScaleFormat format, float c);
   // Writes columns [n0, n0 + nr) of block b from codes (column j's 32 codes at codes + j * ldc),
   // d[j * ldd], m[j * ldd].
   absl::Status StoreBlock(int64_t b, int64_t n0, int64_t nr, const uint8_t* codes, int64_t ldc,
@@ -110,6 +125,7 @@ class PackedWeightsQ4 {
   int64_t k_ = 0;
   int64_t n_ = 0;
   Q4ScaleFormat format_ = Q4ScaleFormat::kF32;
+  float c_ = 0.0f;
   std::unique_ptr<uint8_t[], Free> data_;
 };
 

@@ -22,26 +22,35 @@ ONEINFER_AVX2 inline __m256i BroadcastQuad(const int8_t* p) {
 }
 
 // 8 scales at p: float32, or float16 widened exactly.
-template <bool F16>
+template <int Fmt>
 ONEINFER_AVX2 inline __m256 LoadScales(const uint8_t* p) {
-  if constexpr (F16)
+  if constexpr (Fmt == kFmtF16)
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   else
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-template <int MR, bool F16>
+// d and m of columns 8h .. 8h+7 of the block at w (kF32D: m = c d, checked exact by the packer).
+template <int Fmt>
+ONEINFER_AVX2 inline void LoadDM(const uint8_t* w, int h, float c, __m256* d, __m256* m) {
+  *d = LoadScales<Fmt>(w + kQ4CodeBytes + 8 * h * kScaleBytes<Fmt>);
+  if constexpr (Fmt == kFmtF32D)
+    *m = _mm256_mul_ps(*d, _mm256_set1_ps(c));
+  else
+    *m = LoadScales<Fmt>(w + kQ4CodeBytes + (kQ4Panel + 8 * h) * kScaleBytes<Fmt>);
+}
+
+template <int MR, int Fmt>
 ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int64_t ldq,
                                                 const float* s, const float* sum, int64_t lds,
                                                 const uint8_t* w, float* y, int64_t ldy,
-                                                int64_t nr) {
+                                                int64_t nr, float c) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR][2];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
-  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  constexpr int64_t stride = kBlockStride<Fmt>;
   for (int64_t b = 0; b < kb; ++b, w += stride) {
     __m256i d16[MR][2];
 #pragma GCC unroll 8
@@ -62,11 +71,10 @@ ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int
         }
       }
     }
-    const uint8_t* dm = w + kQ4CodeBytes;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256 d = LoadScales<F16>(dm + 8 * h * scale_bytes);
-      const __m256 m = LoadScales<F16>(dm + (kQ4Panel + 8 * h) * scale_bytes);
+      __m256 d, m;
+      LoadDM<Fmt>(w, h, c, &d, &m);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16[r][h], ones));
@@ -90,34 +98,33 @@ ONEINFER_AVX2 void gemm_q4b32_q8_f32_tile__avx2(int64_t kb, const int8_t* q, int
   }
 }
 
-template <bool F16>
+template <int Fmt>
 void gemm_q4b32_q8_f32_panel__avx2(int64_t kb, const int8_t* q, int64_t ldq, const float* s,
                                    const float* sum, int64_t lds, const uint8_t* w, float* y,
-                                   int64_t ldy, int64_t mr, int64_t nr) {
+                                   int64_t ldy, int64_t mr, int64_t nr, float c) {
   switch (mr) {
-    case 1: return gemm_q4b32_q8_f32_tile__avx2<1, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 2: return gemm_q4b32_q8_f32_tile__avx2<2, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 3: return gemm_q4b32_q8_f32_tile__avx2<3, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    default: return gemm_q4b32_q8_f32_tile__avx2<4, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 1: return gemm_q4b32_q8_f32_tile__avx2<1, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    case 2: return gemm_q4b32_q8_f32_tile__avx2<2, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    case 3: return gemm_q4b32_q8_f32_tile__avx2<3, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    default: return gemm_q4b32_q8_f32_tile__avx2<4, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
   }
 }
 
 // Float activations (MatMulQ4Float): the panel as two halves of 8 columns, each swept over all
 // of K on its own so the four k mod 4 chains of two rows fit the 16 ymm registers.
-template <int MR, bool F16>
+template <int MR, int Fmt>
 ONEINFER_AVX2 void gemm_q4b32_f32_f32_tile__avx2(int64_t kb, const float* a, int64_t lda, const uint8_t* w,
-                                                 float* y, int64_t ldy, int64_t nr) {
+                                                 float* y, int64_t ldy, int64_t nr, float c) {
   const __m256i low4 = _mm256_set1_epi32(0x0f);
-  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
-  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  constexpr int64_t stride = kBlockStride<Fmt>;
   for (int h = 0; h < 2; ++h) {
     __m256 acc[MR][4];
 #pragma GCC unroll 2
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
     const uint8_t* wb = w;
     for (int64_t b = 0; b < kb; ++b, wb += stride) {
-      const __m256 d = LoadScales<F16>(wb + kQ4CodeBytes + 8 * h * scale_bytes);
-      const __m256 m = LoadScales<F16>(wb + kQ4CodeBytes + (kQ4Panel + 8 * h) * scale_bytes);
+      __m256 d, m;
+      LoadDM<Fmt>(wb, h, c, &d, &m);
 #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 64 * g + 32 * h));
@@ -143,18 +150,21 @@ ONEINFER_AVX2 void gemm_q4b32_f32_f32_tile__avx2(int64_t kb, const float* a, int
   }
 }
 
-template <bool F16>
+template <int Fmt>
 void gemm_q4b32_f32_f32_panel__avx2(int64_t kb, const float* a, int64_t lda, const uint8_t* w, float* y,
-                                    int64_t ldy, int64_t mr, int64_t nr) {
-  if (mr == 1) return gemm_q4b32_f32_f32_tile__avx2<1, F16>(kb, a, lda, w, y, ldy, nr);
-  return gemm_q4b32_f32_f32_tile__avx2<2, F16>(kb, a, lda, w, y, ldy, nr);
+                                    int64_t ldy, int64_t mr, int64_t nr, float c) {
+  if (mr == 1) return gemm_q4b32_f32_f32_tile__avx2<1, Fmt>(kb, a, lda, w, y, ldy, nr, c);
+  return gemm_q4b32_f32_f32_tile__avx2<2, Fmt>(kb, a, lda, w, y, ldy, nr, c);
 }
 
 }  // namespace
 
-const GemmQ4Tier kGemmQ4TierAvx2 = {"avx2", 4, gemm_q4b32_q8_f32_panel__avx2<false>,
-                                    gemm_q4b32_q8_f32_panel__avx2<true>, 2,
-                                    gemm_q4b32_f32_f32_panel__avx2<false>,
-                                    gemm_q4b32_f32_f32_panel__avx2<true>};
+const GemmQ4Tier kGemmQ4TierAvx2 = {
+    "avx2", 4,
+    {gemm_q4b32_q8_f32_panel__avx2<kFmtF32>, gemm_q4b32_q8_f32_panel__avx2<kFmtF16>,
+     gemm_q4b32_q8_f32_panel__avx2<kFmtF32D>},
+    2,
+    {gemm_q4b32_f32_f32_panel__avx2<kFmtF32>, gemm_q4b32_f32_f32_panel__avx2<kFmtF16>,
+     gemm_q4b32_f32_f32_panel__avx2<kFmtF32D>}};
 
 }  // namespace oneinfer::gemm_q4_internal

@@ -22,26 +22,35 @@ ONEINFER_AVX512VNNI inline __m512i BroadcastQuad(const int8_t* p) {
 }
 
 // 16 scales at p: float32, or float16 widened exactly (vcvtph2ps).
-template <bool F16>
+template <int Fmt>
 ONEINFER_AVX512VNNI inline __m512 LoadScales(const uint8_t* p) {
-  if constexpr (F16)
+  if constexpr (Fmt == kFmtF16)
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   else
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-template <int MR, bool F16>
+// d and m of the block at w (kF32D: m = c d, the product the packer checked exact).
+template <int Fmt>
+ONEINFER_AVX512VNNI inline void LoadDM(const uint8_t* w, float c, __m512* d, __m512* m) {
+  *d = LoadScales<Fmt>(w + kQ4CodeBytes);
+  if constexpr (Fmt == kFmtF32D)
+    *m = _mm512_mul_ps(*d, _mm512_set1_ps(c));
+  else
+    *m = LoadScales<Fmt>(w + kQ4CodeBytes + kQ4Panel * kScaleBytes<Fmt>);
+}
+
+template <int MR, int Fmt>
 ONEINFER_AVX512VNNI void gemm_q4b32_q8_f32_tile__avx512vnni(int64_t kb, const int8_t* q,
                                                             int64_t ldq, const float* s,
                                                             const float* sum, int64_t lds,
                                                             const uint8_t* w, float* y,
-                                                            int64_t ldy, int64_t nr) {
+                                                            int64_t ldy, int64_t nr, float c) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   __m512 acc[MR];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
-  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
-  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  constexpr int64_t stride = kBlockStride<Fmt>;
   for (int64_t b = 0; b < kb; ++b, w += stride) {
     // Low and high nibbles accumulate apart: two dependency chains per row.
     __m512i dlo[MR], dhi[MR];
@@ -59,8 +68,8 @@ ONEINFER_AVX512VNNI void gemm_q4b32_q8_f32_tile__avx512vnni(int64_t kb, const in
         dhi[r] = _mm512_dpbusd_epi32(dhi[r], hi, BroadcastQuad(qr + 4));
       }
     }
-    const __m512 d = LoadScales<F16>(w + kQ4CodeBytes);
-    const __m512 m = LoadScales<F16>(w + kQ4CodeBytes + kQ4Panel * scale_bytes);
+    __m512 d, m;
+    LoadDM<Fmt>(w, c, &d, &m);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dlo[r], dhi[r]));
@@ -74,37 +83,36 @@ ONEINFER_AVX512VNNI void gemm_q4b32_q8_f32_tile__avx512vnni(int64_t kb, const in
   for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, acc[r]);
 }
 
-template <bool F16>
+template <int Fmt>
 void gemm_q4b32_q8_f32_panel__avx512vnni(int64_t kb, const int8_t* q, int64_t ldq,
                                          const float* s, const float* sum, int64_t lds,
                                          const uint8_t* w, float* y, int64_t ldy, int64_t mr,
-                                         int64_t nr) {
+                                         int64_t nr, float c) {
   switch (mr) {
-    case 1: return gemm_q4b32_q8_f32_tile__avx512vnni<1, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 2: return gemm_q4b32_q8_f32_tile__avx512vnni<2, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 3: return gemm_q4b32_q8_f32_tile__avx512vnni<3, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 4: return gemm_q4b32_q8_f32_tile__avx512vnni<4, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    case 5: return gemm_q4b32_q8_f32_tile__avx512vnni<5, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
-    default: return gemm_q4b32_q8_f32_tile__avx512vnni<6, F16>(kb, q, ldq, s, sum, lds, w, y, ldy, nr);
+    case 1: return gemm_q4b32_q8_f32_tile__avx512vnni<1, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    case 2: return gemm_q4b32_q8_f32_tile__avx512vnni<2, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    case 3: return gemm_q4b32_q8_f32_tile__avx512vnni<3, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    case 4: return gemm_q4b32_q8_f32_tile__avx512vnni<4, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    case 5: return gemm_q4b32_q8_f32_tile__avx512vnni<5, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
+    default: return gemm_q4b32_q8_f32_tile__avx512vnni<6, Fmt>(kb, q, ldq, s, sum, lds, w, y, ldy, nr, c);
   }
 }
 
 // Float activations (MatMulQ4Float): a zmm lane per column; lane j of group g's 64 bytes holds
 // column j's codes for k = 8g .. 8g+7 (low nibbles first), so each k's 16 weights are one shift
 // and mask of that vector; the four k mod 4 chains are four accumulators per row.
-template <int MR, bool F16>
+template <int MR, int Fmt>
 ONEINFER_AVX512VNNI void gemm_q4b32_f32_f32_tile__avx512vnni(int64_t kb, const float* a, int64_t lda,
                                                              const uint8_t* w, float* y, int64_t ldy,
-                                                             int64_t nr) {
+                                                             int64_t nr, float c) {
   const __m512i low4 = _mm512_set1_epi32(0x0f);
   __m512 acc[MR][4];
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_ps();
-  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
-  constexpr int64_t scale_bytes = F16 ? 2 : 4;
+  constexpr int64_t stride = kBlockStride<Fmt>;
   for (int64_t b = 0; b < kb; ++b, w += stride) {
-    const __m512 d = LoadScales<F16>(w + kQ4CodeBytes);
-    const __m512 m = LoadScales<F16>(w + kQ4CodeBytes + kQ4Panel * scale_bytes);
+    __m512 d, m;
+    LoadDM<Fmt>(w, c, &d, &m);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
       const __m512i v = _mm512_loadu_si512(w + 64 * g);
@@ -126,22 +134,25 @@ ONEINFER_AVX512VNNI void gemm_q4b32_f32_f32_tile__avx512vnni(int64_t kb, const f
                           _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3])));
 }
 
-template <bool F16>
+template <int Fmt>
 void gemm_q4b32_f32_f32_panel__avx512vnni(int64_t kb, const float* a, int64_t lda, const uint8_t* w, float* y,
-                                          int64_t ldy, int64_t mr, int64_t nr) {
+                                          int64_t ldy, int64_t mr, int64_t nr, float c) {
   switch (mr) {
-    case 1: return gemm_q4b32_f32_f32_tile__avx512vnni<1, F16>(kb, a, lda, w, y, ldy, nr);
-    case 2: return gemm_q4b32_f32_f32_tile__avx512vnni<2, F16>(kb, a, lda, w, y, ldy, nr);
-    case 3: return gemm_q4b32_f32_f32_tile__avx512vnni<3, F16>(kb, a, lda, w, y, ldy, nr);
-    default: return gemm_q4b32_f32_f32_tile__avx512vnni<4, F16>(kb, a, lda, w, y, ldy, nr);
+    case 1: return gemm_q4b32_f32_f32_tile__avx512vnni<1, Fmt>(kb, a, lda, w, y, ldy, nr, c);
+    case 2: return gemm_q4b32_f32_f32_tile__avx512vnni<2, Fmt>(kb, a, lda, w, y, ldy, nr, c);
+    case 3: return gemm_q4b32_f32_f32_tile__avx512vnni<3, Fmt>(kb, a, lda, w, y, ldy, nr, c);
+    default: return gemm_q4b32_f32_f32_tile__avx512vnni<4, Fmt>(kb, a, lda, w, y, ldy, nr, c);
   }
 }
 
 }  // namespace
 
-const GemmQ4Tier kGemmQ4TierAvx512Vnni = {"avx512vnni", 6, gemm_q4b32_q8_f32_panel__avx512vnni<false>,
-                                          gemm_q4b32_q8_f32_panel__avx512vnni<true>, 4,
-                                          gemm_q4b32_f32_f32_panel__avx512vnni<false>,
-                                          gemm_q4b32_f32_f32_panel__avx512vnni<true>};
+const GemmQ4Tier kGemmQ4TierAvx512Vnni = {
+    "avx512vnni", 6,
+    {gemm_q4b32_q8_f32_panel__avx512vnni<kFmtF32>, gemm_q4b32_q8_f32_panel__avx512vnni<kFmtF16>,
+     gemm_q4b32_q8_f32_panel__avx512vnni<kFmtF32D>},
+    4,
+    {gemm_q4b32_f32_f32_panel__avx512vnni<kFmtF32>, gemm_q4b32_f32_f32_panel__avx512vnni<kFmtF16>,
+     gemm_q4b32_f32_f32_panel__avx512vnni<kFmtF32D>}};
 
 }  // namespace oneinfer::gemm_q4_internal

@@ -11,10 +11,13 @@ namespace {
 
 constexpr int64_t P = kQ4Panel;
 
-// d, m of one block as floats (F16: float16 values widened exactly).
-template <bool F16>
-void LoadScales(const uint8_t* block, float* d, float* m) {
-  if constexpr (F16) {
+// d, m of one block as floats (float16 values widened exactly; kF32D: m = c d).
+template <int Fmt>
+void LoadScales(const uint8_t* block, float* d, float* m, float c) {
+  if constexpr (Fmt == kFmtF32D) {
+    std::memcpy(d, block + kQ4CodeBytes, P * sizeof(float));
+    for (int64_t j = 0; j < P; ++j) m[j] = c * d[j];
+  } else if constexpr (Fmt == kFmtF16) {
     uint16_t h[2 * P];
     std::memcpy(h, block + kQ4CodeBytes, sizeof(h));
     for (int64_t j = 0; j < P; ++j) {
@@ -27,18 +30,18 @@ void LoadScales(const uint8_t* block, float* d, float* m) {
   }
 }
 
-template <bool F16>
+template <int Fmt>
 void gemm_q4b32_q8_f32_panel__reference(int64_t kb, const int8_t* q, int64_t ldq, const float* s,
                                         const float* sum, int64_t lds, const uint8_t* w, float* y,
-                                        int64_t ldy, int64_t mr, int64_t nr) {
-  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+                                        int64_t ldy, int64_t mr, int64_t nr, float c) {
+  constexpr int64_t stride = kBlockStride<Fmt>;
   for (int64_t r = 0; r < mr; ++r) {
     float acc[P] = {};
     for (int64_t b = 0; b < kb; ++b) {
       const uint8_t* wb = w + b * stride;
       const int8_t* qb = q + r * ldq + b * kQ4Block;
       float d[P], m[P];
-      LoadScales<F16>(wb, d, m);
+      LoadScales<Fmt>(wb, d, m, c);
       for (int64_t j = 0; j < P; ++j) {
         int32_t dot = 0;
         for (int64_t g = 0; g < 4; ++g)
@@ -55,16 +58,16 @@ void gemm_q4b32_q8_f32_panel__reference(int64_t kb, const int8_t* q, int64_t ldq
 }
 
 // Float activations: w = fma(code, d, m), four chains by k mod 4 (gemm_q4.h, MatMulQ4Float).
-template <bool F16>
+template <int Fmt>
 void gemm_q4b32_f32_f32_panel__reference(int64_t kb, const float* a, int64_t lda, const uint8_t* w, float* y,
-                                         int64_t ldy, int64_t mr, int64_t nr) {
-  constexpr int64_t stride = F16 ? kQ4BlockStrideF16 : kQ4BlockStride;
+                                         int64_t ldy, int64_t mr, int64_t nr, float c) {
+  constexpr int64_t stride = kBlockStride<Fmt>;
   for (int64_t r = 0; r < mr; ++r) {
     float acc[4][P] = {};
     for (int64_t b = 0; b < kb; ++b) {
       const uint8_t* wb = w + b * stride;
       float d[P], m[P];
-      LoadScales<F16>(wb, d, m);
+      LoadScales<Fmt>(wb, d, m, c);
       for (int64_t i = 0; i < kQ4Block; ++i) {
         const int64_t g = i / 8, t = i % 4, shift = (i % 8) < 4 ? 0 : 4;
         const float x = a[r * lda + b * kQ4Block + i];
@@ -80,9 +83,12 @@ void gemm_q4b32_f32_f32_panel__reference(int64_t kb, const float* a, int64_t lda
 
 }  // namespace
 
-const GemmQ4Tier kGemmQ4TierReference = {"reference", 4, gemm_q4b32_q8_f32_panel__reference<false>,
-                                          gemm_q4b32_q8_f32_panel__reference<true>, 4,
-                                          gemm_q4b32_f32_f32_panel__reference<false>,
-                                          gemm_q4b32_f32_f32_panel__reference<true>};
+const GemmQ4Tier kGemmQ4TierReference = {
+    "reference", 4,
+    {gemm_q4b32_q8_f32_panel__reference<kFmtF32>, gemm_q4b32_q8_f32_panel__reference<kFmtF16>,
+     gemm_q4b32_q8_f32_panel__reference<kFmtF32D>},
+    4,
+    {gemm_q4b32_f32_f32_panel__reference<kFmtF32>, gemm_q4b32_f32_f32_panel__reference<kFmtF16>,
+     gemm_q4b32_f32_f32_panel__reference<kFmtF32D>}};
 
 }  // namespace oneinfer::gemm_q4_internal

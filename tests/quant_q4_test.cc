@@ -105,6 +105,30 @@ TEST(PackedWeightsQ4, RoundTripAndClearErrors) {
       ASSERT_EQ(p16->m(b, n), m16[n * 3 + b]);
     }
   }
+  // m = -8 d with d not a float16: d alone, m rebuilt as -8 d.
+  std::vector<float> m8(d.size());
+  for (size_t i = 0; i < d.size(); ++i) m8[i] = -8.0f * d[i];
+  auto pd = PackedWeightsQ4::Pack(K, N, codes.data(), d.data(), m8.data(), nullptr);
+  ASSERT_TRUE(pd.ok()) << pd.status();
+  EXPECT_EQ(pd->scale_format(), Q4ScaleFormat::kF32D);
+  EXPECT_EQ(pd->bytes(), static_cast<size_t>(2 * 3 * kQ4BlockStrideF16));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < 3; ++b) {
+      ASSERT_EQ(pd->d(b, n), d[n * 3 + b]);
+      ASSERT_EQ(pd->m(b, n), m8[n * 3 + b]);
+    }
+  // Asking for the d-only layout when some m is not c d is an error naming the place.
+  auto not_ratio = PackedWeightsQ4::PackWith(
+      K, N,
+      [&](int64_t n0, int64_t n1, uint8_t* c, float* dd, float* mm) {
+        std::memcpy(c, codes.data() + n0 * K, (n1 - n0) * K);
+        std::memcpy(dd, d.data() + n0 * 3, (n1 - n0) * 3 * sizeof(float));
+        std::memcpy(mm, m.data() + n0 * 3, (n1 - n0) * 3 * sizeof(float));
+        return absl::OkStatus();
+      },
+      nullptr, Q4ScaleFormat::kF32D, -8.0f);
+  ASSERT_FALSE(not_ratio.ok());
+  EXPECT_NE(not_ratio.status().message().find("is not -8 d"), std::string::npos) << not_ratio.status();
   // Asking for float16 scales that are not exact is an error naming the place.
   auto not_exact = PackedWeightsQ4::PackWith(
       K, N,
@@ -141,15 +165,21 @@ TEST(MatMulQ4, EveryTierBitIdenticalToReference) {
           const auto codes = RandomCodes(N * K, rng);
           auto d = RandomFloats(N * K / 32, rng, 0.001f, 0.1f);
           auto m = RandomFloats(N * K / 32, rng, -0.8f, 0.0f);
-          // Every other case with float16-exact scales: the 16-bit scale layout.
-          const bool f16 = (M + N) % 2 == 0;
-          if (f16) {
+          // A third of the cases each: float32 d and m, float16-exact ones (the 16-bit scale
+          // layout), and float32 d with m = -8 d (the d-only layout of symmetric formats).
+          const Q4ScaleFormat format = static_cast<Q4ScaleFormat>((M + N + K / 32) % 3);
+          if (format == Q4ScaleFormat::kF16) {
             for (float& v : d) v = static_cast<float>(Eigen::half(v));
             for (float& v : m) v = static_cast<float>(Eigen::half(v));
           }
+          if (format == Q4ScaleFormat::kF32D)
+            for (size_t i = 0; i < m.size(); ++i) m[i] = -8.0f * d[i];
           auto w = PackedWeightsQ4::Pack(K, N, codes.data(), d.data(), m.data(), nullptr);
           ASSERT_TRUE(w.ok());
-          ASSERT_EQ(w->scale_format(), f16 ? Q4ScaleFormat::kF16 : Q4ScaleFormat::kF32);
+          // One random block is always some c times its d; more are not.
+          const bool one_block = N * K / 32 == 1 && format == Q4ScaleFormat::kF32;
+          if (!one_block) ASSERT_EQ(w->scale_format(), format) << "M=" << M << " K=" << K << " N=" << N;
+          if (format == Q4ScaleFormat::kF32D) ASSERT_EQ(w->m_per_d(), -8.0f);
           std::vector<float> want(M * N), got(M * N, -7.0f), got_mt(M * N, -7.0f);
           gemm_q4_reference(M, K, N, a.data(), codes.data(), d.data(), m.data(), want.data());
           MatMulQ4(M, a.data(), *w, got.data(), nullptr);
