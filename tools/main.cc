@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  run MODEL.onnx --prompt TEXT                    generate text (Qwen3 graphs from export-qwen3)\n"
     "  exec MODEL.onnx --input-dir D --output-dir O   run a model on input_*.pb tensors\n"
+    "  bench MODEL.onnx [--dim NAME=N] [--runs N]      latency per run (min/median/p90), load, peak RSS\n"
     "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
     "  export-qwen3 CHECKPOINT_DIR -o MODEL.onnx       Qwen3 safetensors -> plain opset-21 ONNX (--cached)\n"
     "  tokenize --tokenizer T [--file F | TEXT]        text lines -> token ids (--decode: ids -> text)\n"
@@ -62,6 +63,7 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
   if (cmd == "tokenize") return oneinfer::cli::CmdTokenize(argc, argv);
   if (cmd == "run") return oneinfer::cli::CmdRun(argc, argv);
+  if (cmd == "bench") return oneinfer::cli::CmdBench(argc, argv);
   if (cmd == "quantize") return oneinfer::cli::CmdQuantize(argc, argv);
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
