@@ -185,9 +185,10 @@ int CmdBench(int argc, char** argv) {
   }
   std::string input_dir, runs_s, warmup_s, threads_s, matmul, dim_s;
   args.Take("--input-dir", &input_dir);
-  args.Take("--runs", &runs_s);
-  args.Take("--warmup", &warmup_s);
-  args.Take("--threads", &threads_s);
+  // An empty value (--runs=) is an error, not the default.
+  const bool has_runs = args.Take("--runs", &runs_s);
+  const bool has_warmup = args.Take("--warmup", &warmup_s);
+  const bool has_threads = args.Take("--threads", &threads_s);
   args.Take("--matmul", &matmul);
   std::map<std::string, int64_t> dims;
   while (args.Take("--dim", &dim_s)) {
@@ -207,18 +208,18 @@ int CmdBench(int argc, char** argv) {
   if (!input_dir.empty() && !dims.empty()) return Fail("--dim sizes the inputs bench makes; with --input-dir the files give the shapes");
 
   int64_t runs = 10, warmup = 1, v = 0;
-  if (!runs_s.empty()) {
+  if (has_runs) {
     if (!ParseInt(runs_s, &v) || v < 1 || v > 100000000) return Fail(absl::StrCat("--runs '", runs_s, "' must be a count of at least 1"));
     runs = v;
   }
-  if (!warmup_s.empty()) {
+  if (has_warmup) {
     if (!ParseInt(warmup_s, &v) || v < 0 || v > 100000000) return Fail(absl::StrCat("--warmup '", warmup_s, "' must be a count (0 or more)"));
     warmup = v;
   }
   SessionOptions opts;
   if (auto s = ParseMatMulFlag(matmul, &opts.matmul); !s.ok()) return Fail(s);
   if (auto s = ApplySessionEnvironment(&opts); !s.ok()) return Fail(s);
-  if (!threads_s.empty()) {
+  if (has_threads) {
     if (!ParseInt(threads_s, &v) || v < 1 || v > 4096) return Fail(absl::StrCat("--threads '", threads_s, "' is not a count"));
     opts.num_threads = static_cast<int>(v);
   }
