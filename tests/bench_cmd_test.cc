@@ -214,6 +214,7 @@ TEST_F(Bench, ModelThatFailsToLoad) {
 TEST_F(Bench, InputDirThatDisagreesWithTheModel) {
   const std::string b = "bench " + model_ + " --input-dir ";
   ExpectOneError(b + (dir_ / "nowhere").string(), "input folder '" + (dir_ / "nowhere").string() + "' does not exist");
+  ExpectOneError("bench " + model_ + " --input-dir=", "input folder '' does not exist");
   const fs::path in = WriteInputs("in", 2);
   ExpectOneError(b + in.string() + " --dim N=2", "--dim sizes the inputs bench makes; with --input-dir the files give the shapes");
 

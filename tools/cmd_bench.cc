@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -184,8 +184,8 @@ int CmdBench(int argc, char** argv) {
     return 0;
   }
   std::string input_dir, runs_s, warmup_s, threads_s, matmul, dim_s;
-  args.Take("--input-dir", &input_dir);
-  // An empty value (--runs=) is an error, not the default.
+  // An empty value (--runs=, --input-dir=) is an error, not the default.
+  const bool has_input_dir = args.Take("--input-dir", &input_dir);
   const bool has_runs = args.Take("--runs", &runs_s);
   const bool has_warmup = args.Take("--warmup", &warmup_s);
   const bool has_threads = args.Take("--threads", &threads_s);
@@ -205,7 +205,7 @@ int CmdBench(int argc, char** argv) {
   std::vector<std::string> pos;
   if (auto s = args.Positionals(&pos); !s.ok()) return Fail(s);
   if (pos.size() != 1) return Fail("bench needs exactly one MODEL.onnx (see oneinfer bench --help)");
-  if (!input_dir.empty() && !dims.empty()) return Fail("--dim sizes the inputs bench makes; with --input-dir the files give the shapes");
+  if (has_input_dir && !dims.empty()) return Fail("--dim sizes the inputs bench makes; with --input-dir the files give the shapes");
 
   int64_t runs = 10, warmup = 1, v = 0;
   if (has_runs) {
@@ -225,7 +225,7 @@ int CmdBench(int argc, char** argv) {
   }
   // The thread count the session uses (engine/session.cc: 0 = the machine's cores).
   const int threads = opts.num_threads > 0 ? opts.num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!input_dir.empty() && !std::filesystem::is_directory(input_dir)) return Fail(absl::StrCat("input folder '", input_dir, "' does not exist"));
+  if (has_input_dir && !std::filesystem::is_directory(input_dir)) return Fail(absl::StrCat("input folder '", input_dir, "' does not exist"));
   RunOptions run;
   if (auto s = StopRunOnTimeoutOrInterrupt("", &run); !s.ok()) return Fail(s);
 
@@ -236,7 +236,7 @@ int CmdBench(int argc, char** argv) {
 
   std::vector<InputReport> report;
   absl::StatusOr<std::vector<std::pair<std::string, Value>>> feeds;
-  if (input_dir.empty()) {
+  if (!has_input_dir) {
     feeds = MakeInputs(**session, dims, &report);
   } else {
     feeds = ReadInputFolder(input_dir, **session);
@@ -251,7 +251,7 @@ int CmdBench(int argc, char** argv) {
   if (!feeds.ok()) return Fail(feeds.status());
 
   const SessionImpl& impl = (*session)->impl();
-  // Outputs are dropped at once, so each run allocates as a caller's loop would.
+  // The clock stops before the outputs are freed; each run then allocates afresh, as a caller's loop would.
   auto timed_run = [&](double* ms) -> absl::Status {
     const auto start = std::chrono::steady_clock::now();
     auto out = impl.RunValues(*feeds, &run);
