@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 TEST(Cli, BinaryExists) { ASSERT_TRUE(fs::exists(CliPath())) << CliPath(); }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"exec", "inspect"}) {
+  for (const char* sub : {"exec", "inspect", "bench"}) {
     CliResult r = RunCli(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("usage: oneinfer"), std::string::npos) << r.out;

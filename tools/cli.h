@@ -55,5 +55,6 @@ int CmdExportQwen3(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdRun(int argc, char** argv);
 int CmdQuantize(int argc, char** argv);
+int CmdBench(int argc, char** argv);
 
 }  // namespace oneinfer::cli

@@ -1,7 +1,6 @@
 // oneinfer exec: run a model on serialized TensorProto inputs, as ONNX test data sets store them.
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
@@ -12,6 +11,7 @@
 #include "oneinfer/session.h"
 #include "tools/cli.h"
 #include "tools/env_options.h"
+#include "tools/input_files.h"
 
 namespace oneinfer::cli {
 
@@ -29,18 +29,6 @@ constexpr const char* kHelp =
     "\n"
     "  --timeout SECONDS  stop past this time from the start (exit 1); Ctrl-C stops the run too\n"
     "                     (exit 130; a second Ctrl-C ends the process at once)\n";
-
-std::string ReadBytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-const ValueInfo* FindInput(const Graph& g, const std::string& name) {
-  for (const ValueInfo& v : g.inputs) if (v.name == name) return &v;
-  return nullptr;
-}
 
 // Serializes an output in the format of its value: SequenceProto, OptionalProto or TensorProto.
 absl::StatusOr<std::string> SerializeOutput(const Value& v, const ValueInfo& info) {
@@ -105,32 +93,11 @@ int CmdExec(int argc, char** argv) {
 
   auto session = Session::Load(pos[0], opts);
   if (!session.ok()) return Fail(session.status());
-  const auto& inputs = (*session)->inputs();
   const SessionImpl& impl = (*session)->impl();
   const Graph& graph = impl.graph();
-
-  std::vector<std::pair<std::string, Value>> feeds;
-  for (size_t i = 0;; ++i) {
-    const fs::path p = fs::path(input_dir) / absl::StrCat("input_", i, ".pb");
-    if (!fs::exists(p)) break;
-    const std::string bytes = ReadBytes(p);
-    // The declared type of the input says which format the file is in: first the input at this
-    // position, then, when the file names another input of another kind, that one.
-    const ValueInfo* declared = i < graph.inputs.size() ? &graph.inputs[i] : nullptr;
-    std::string name;
-    auto v = ParseValue(bytes, declared ? declared->type : TypeInfo{}, &name);
-    if (!name.empty() && (declared == nullptr || declared->name != name)) {
-      const ValueInfo* named = FindInput(graph, name);  // an unknown name is refused by the run
-      if (named && (declared == nullptr || named->type.kind != declared->type.kind)) v = ParseValue(bytes, named->type);
-    }
-    if (!v.ok()) return Fail(absl::StrCat(p.string(), ": ", v.status().message()));
-    if (name.empty()) {
-      if (i >= inputs.size()) return Fail(absl::StrCat(p.string(), " has no name and the model has only ", inputs.size(), " inputs"));
-      name = inputs[i].name;
-    }
-    feeds.emplace_back(name, *std::move(v));
-  }
-  auto outputs = impl.RunValues(feeds, &run);
+  auto feeds = ReadInputFolder(input_dir, **session);
+  if (!feeds.ok()) return Fail(feeds.status());
+  auto outputs = impl.RunValues(*feeds, &run);
   if (!outputs.ok()) return FailRun(outputs.status(), timeout);
   std::error_code ec;
   fs::create_directories(output_dir, ec);

@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  run MODEL.onnx --prompt TEXT                    generate text (export-hf, optimum and genai graphs)\n"
     "  exec MODEL.onnx --input-dir D --output-dir O   run a model on input_*.pb tensors\n"
+    "  bench MODEL.onnx [--dim NAME=N] [--runs N]      latency per run (min/median/p90), load, peak RSS\n"
     "  inspect MODEL.onnx                              opsets, ops, inputs/outputs, weights, MatMul census\n"
     "  export-hf CHECKPOINT_DIR -o MODEL.onnx          Qwen3 / Llama / Qwen2 / Mistral safetensors -> ONNX\n"
     "                                                  (--cached; export-qwen3 is the same command)\n"
@@ -63,6 +64,7 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "export-hf" || cmd == "export-qwen3") return oneinfer::cli::CmdExportQwen3(argc, argv);
   if (cmd == "tokenize") return oneinfer::cli::CmdTokenize(argc, argv);
   if (cmd == "run") return oneinfer::cli::CmdRun(argc, argv);
+  if (cmd == "bench") return oneinfer::cli::CmdBench(argc, argv);
   if (cmd == "quantize") return oneinfer::cli::CmdQuantize(argc, argv);
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
