@@ -1,5 +1,5 @@
 // Signatures ONNX's library (1.12: opsets up to 17) does not have, for the operators our kernels
-// run: ai.onnx versions 18 to 21, the engine's internal ops and the com.microsoft ops.
+// run: ai.onnx versions 18 to 23, the engine's internal ops and the com.microsoft ops.
 // Inputs and outputs are one letter per formal parameter: 'r' required, 'o' optional,
 // 'v' variadic (at least one), 'w' variadic that may be empty.
 #include "graph/internal_ops.h"
@@ -89,6 +89,36 @@ std::vector<OpSignature> Declarations() {
                          "QLinearMatMul", "Reshape", "Scan", "Shape", "Size", "Squeeze", "Transpose", "Unsqueeze"}) {
     d.push_back(Retyped(op, 21));
   }
+  // ai.onnx 22: bfloat16 added to these; nothing else changed.
+  for (const char* op : {"Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "AveragePool", "Bernoulli", "Conv",
+                         "ConvTranspose", "Cos", "Cosh", "Det", "Dropout", "Elu", "EyeLike", "GRU",
+                         "GlobalAveragePool", "GlobalMaxPool", "GridSample", "HardSigmoid", "HardSwish",
+                         "InstanceNormalization", "LSTM", "LpPool", "MaxPool", "MaxUnpool", "Mish", "Multinomial",
+                         "NegativeLogLikelihoodLoss", "RNN", "RandomNormal", "RandomNormalLike", "RandomUniform",
+                         "RandomUniformLike", "RoiAlign", "Round", "Selu", "Sin", "Sinh", "Softplus", "Softsign",
+                         "Tan", "ThresholdedRelu"}) {
+    d.push_back(Retyped(op, 22));
+  }
+  // ai.onnx 23: float4e2m1 added to these (and the Q/DQ pair gained an attribute each).
+  for (const char* op : {"Cast", "CastLike", "ConstantOfShape", "Flatten", "Identity", "If", "Loop", "Pad", "Reshape",
+                         "Scan", "Shape", "Size", "Squeeze", "Transpose", "Unsqueeze"}) {
+    d.push_back(Retyped(op, 23));
+  }
+  d.push_back(Op("", "DequantizeLinear", 23, "rro", "r",
+                 {{"axis", T::kInt}, {"block_size", T::kInt}, {"output_dtype", T::kInt}}));
+  d.push_back(Op("", "QuantizeLinear", 23, "rro", "r",
+                 {{"axis", T::kInt}, {"block_size", T::kInt}, {"output_dtype", T::kInt}, {"precision", T::kInt},
+                  {"saturate", T::kInt}}));
+  d.push_back(Op("", "RMSNormalization", 23, "rr", "r",
+                 {{"axis", T::kInt}, {"epsilon", T::kFloat}, {"stash_type", T::kInt}}));
+  d.push_back(Op("", "RotaryEmbedding", 23, "rrro", "r",
+                 {{"interleaved", T::kInt}, {"num_heads", T::kInt}, {"rotary_embedding_dim", T::kInt}}));
+  // Attention's inputs Q, K, V, attn_mask, past_key, past_value; outputs Y, present_key,
+  // present_value, qk_matmul_output (nonpad_kv_seqlen is opset 24's).
+  d.push_back(Op("", "Attention", 23, "rrrooo", "rooo",
+                 {{"is_causal", T::kInt}, {"kv_num_heads", T::kInt}, {"q_num_heads", T::kInt},
+                  {"qk_matmul_output_mode", T::kInt}, {"scale", T::kFloat}, {"softcap", T::kFloat},
+                  {"softmax_precision", T::kInt}}));
 
   // com.microsoft: the QDQ pair as ONNX Runtime's quantizer writes it (per-axis since version 1).
   for (const char* op : {"QuantizeLinear", "DequantizeLinear"}) {

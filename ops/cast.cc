@@ -206,8 +206,8 @@ absl::Status CastLikeKernel(OpContext& ctx) {
 }  // namespace
 
 void RegisterCastOps(KernelRegistry& r) {
-  AddVersions(r, "Cast", {1, 6, 9, 13, 19, 21}, CastFactory());
-  AddVersions(r, "CastLike", {15, 19, 21}, CastLikeKernel);
+  AddVersions(r, "Cast", {1, 6, 9, 13, 19, 21, 23}, CastFactory());
+  AddVersions(r, "CastLike", {15, 19, 21, 23}, CastLikeKernel);
 }
 
 }  // namespace oneinfer

@@ -491,22 +491,11 @@ absl::Status RotaryEmbedding(OpContext& ctx) {
     }
   }
   Tensor& y = ctx.AllocateOutputUninitialized(0, x.dtype(), x.shape());
-  std::vector<float> cosf(cos.num_elements()), sinf(cos.num_elements());
-  LoadFloats(cos, 0, cos.num_elements(), cosf.data());
-  LoadFloats(sin, 0, sin.num_elements(), sinf.data());
-  // One head row per item: strides of [B, S, N, D] or [B, N, S, D].
-  const int64_t seq_stride = four_d ? head : heads * head, head_stride = four_d ? S * head : head;
-  ParallelFor(ctx.thread_pool(), B * S * heads, 64, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(head);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / (S * heads), s = r / heads % S, h = r % heads;
-      const int64_t at = b * S * heads * head + s * seq_stride + h * head_stride;
-      const int64_t p = offset_form ? pos.data<int64_t>()[0] + s : pos.data<int64_t>()[b * S + s];
-      LoadFloats(x, at, head, row.data());
-      Rotate(row.data(), cosf.data() + p * half, sinf.data() + p * half, half, interleaved);
-      for (int64_t d = 0; d < head; ++d) SetFloatAt(y, at + d, row[d]);
-    }
-  });
+  std::vector<int64_t> cos_row(static_cast<size_t>(B * S));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) cos_row[b * S + s] = offset_form ? pos.data<int64_t>()[0] + s : pos.data<int64_t>()[b * S + s];
+  }
+  RotateHeads(ctx.thread_pool(), x, y, {B, S, heads, head, four_d}, cos, sin, half, interleaved, cos_row);
   return absl::OkStatus();
 }
 
@@ -524,6 +513,28 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeRotaryEmbedding(const KernelInit& 
 }
 
 }  // namespace
+
+void RotateHeads(ThreadPool* pool, const Tensor& x, Tensor& y, const HeadLayout& l, const Tensor& cos,
+                 const Tensor& sin, int64_t half, bool interleaved, const std::vector<int64_t>& cos_row) {
+  const int64_t width = cos.dim(-1);
+  std::vector<float> cosf(cos.num_elements()), sinf(sin.num_elements());
+  LoadFloats(cos, 0, cos.num_elements(), cosf.data());
+  LoadFloats(sin, 0, sin.num_elements(), sinf.data());
+  // One head row per item: strides of [B, S, N, D] or [B, N, S, D].
+  const int64_t S = l.S, heads = l.heads, head = l.head;
+  const int64_t seq_stride = l.four_d ? head : heads * head, head_stride = l.four_d ? S * head : head;
+  ParallelFor(pool, l.B * S * heads, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(head);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (S * heads), s = r / heads % S, h = r % heads;
+      const int64_t at = b * S * heads * head + s * seq_stride + h * head_stride;
+      const int64_t c = cos_row[b * S + s] * width;
+      LoadFloats(x, at, head, row.data());
+      Rotate(row.data(), cosf.data() + c, sinf.data() + c, half, interleaved);
+      for (int64_t d = 0; d < head; ++d) SetFloatAt(y, at + d, row[d]);
+    }
+  });
+}
 
 // --- The reference ----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/thread_pool.h"
 #include "oneinfer/tensor.h"
 
 namespace oneinfer {
@@ -46,5 +47,18 @@ struct GqaInputs {
   const Tensor* head_sink = nullptr;
 };
 std::vector<Tensor> GqaReference(const GqaAttrs& a, const GqaInputs& in);
+
+// The rotary step shared by com.microsoft RotaryEmbedding and ai.onnx RotaryEmbedding-23.
+// x (float32 or float16) is [B, S, heads * head] or, four_d, [B, heads, S, head]; y has its shape
+// and type. Head row (b, s, h) is rotated with row cos_row[b * S + s] of cos / sin (float32 or
+// float16 like x, rows of cos.dim(-1) values, the first `half` used): its first 2 * half elements
+// as halves (i, i + half) or interleaved pairs (2i, 2i + 1), the rest copied. Widened to float32
+// and rounded once. The caller has checked every shape and row index.
+struct HeadLayout {
+  int64_t B = 0, S = 0, heads = 0, head = 0;
+  bool four_d = false;
+};
+void RotateHeads(ThreadPool* pool, const Tensor& x, Tensor& y, const HeadLayout& layout, const Tensor& cos,
+                 const Tensor& sin, int64_t half, bool interleaved, const std::vector<int64_t>& cos_row);
 
 }  // namespace oneinfer

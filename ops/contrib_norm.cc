@@ -1,6 +1,7 @@
 // The normalisations of ONNX Runtime's LLM and BERT graphs:
 //   SimplifiedLayerNormalization (ai.onnx domain, since 1, as ONNX Runtime registers it):
 //     Y = X / sqrt(mean(X^2 over axes axis..) + epsilon) * scale, inv_std_var = that 1 / sqrt(...)
+//   RMSNormalization (ai.onnx 23): the same Y, the scale unidirectionally broadcast against X.
 //   SkipSimplifiedLayerNormalization, SkipLayerNormalization (com.microsoft 1):
 //     s = input + skip (+ bias); output = s * inv_std * gamma (RMS form) or
 //     (s - mean) * inv_std * gamma (+ beta); outputs mean (0 in the RMS form), inv_std_var
@@ -43,9 +44,28 @@ RowStats Stats(const float* s, int64_t h, bool simplified, float epsilon) {
   return {mean, 1.0 / std::sqrt(sq / static_cast<double>(h) + epsilon)};
 }
 
-// --- SimplifiedLayerNormalization -----------------------------------------------------------
+// --- SimplifiedLayerNormalization, RMSNormalization ----------------------------------------
 
-absl::Status SimplifiedLayerNorm(OpContext& ctx) {
+// The offsets of the scale's element for each of `n` positions of `shape` dims [from, to),
+// under unidirectional broadcasting of the scale (right-aligned) against X.
+std::vector<int64_t> ScaleOffsets(const Shape& x, const std::vector<int64_t>& strides, size_t from, size_t to) {
+  std::vector<int64_t> off(1, 0);
+  for (size_t d = from; d < to; ++d) {
+    std::vector<int64_t> next;
+    next.reserve(off.size() * static_cast<size_t>(x[d]));
+    for (int64_t o : off) {
+      for (int64_t i = 0; i < x[d]; ++i) next.push_back(o + i * strides[d]);
+    }
+    off.swap(next);
+  }
+  return off;
+}
+
+// Y = X / sqrt(mean(X^2 over axes axis..) + epsilon) * scale, in float32, rounded once to the
+// scale's type. ONNX Runtime's SimplifiedLayerNormalization (onnx_form false) takes a scale of
+// exactly the normalised size and may give inv_std_var; ONNX's RMSNormalization-23 (onnx_form)
+// takes any scale unidirectionally broadcastable to X and gives Y only.
+absl::Status RmsNorm(OpContext& ctx, bool onnx_form) {
   const Tensor& x = ctx.input(0);
   if (!ctx.has_input(1)) return InvalidArgument(ctx, "needs input scale");
   const Tensor& scale = ctx.input(1);
@@ -57,34 +77,54 @@ absl::Status SimplifiedLayerNorm(OpContext& ctx) {
   auto axis = NormalizeAxis(n.GetInt("axis", -1), x.rank());
   if (!axis.ok() || x.rank() == 0) return InvalidArgument(ctx, "axis ", n.GetInt("axis", -1), " is out of range for ", ShapeToString(x.shape()));
   const float epsilon = n.GetFloat("epsilon", 1e-5f);
-  const int64_t h = Prod(x.shape(), static_cast<size_t>(*axis), x.shape().size());
-  const int64_t rows = Prod(x.shape(), 0, static_cast<size_t>(*axis));
-  if (scale.num_elements() != h)
-    return InvalidArgument(ctx, "scale ", ShapeToString(scale.shape()), " does not match the normalised dimensions of X ",
-                           ShapeToString(x.shape()), " from axis ", *axis);
-  // ONNX Runtime types Y as the scale (V), which differs from X in mixed graphs.
+  const size_t ax = static_cast<size_t>(*axis), rank = x.shape().size();
+  const int64_t h = Prod(x.shape(), ax, rank);
+  const int64_t rows = Prod(x.shape(), 0, ax);
+  std::vector<int64_t> row_off, in_off;
+  if (onnx_form) {
+    // Unidirectional: every scale dimension (right-aligned) is 1 or X's.
+    bool fits = scale.rank() <= x.rank();
+    for (int64_t i = 1; fits && i <= scale.rank(); ++i) fits = scale.dim(-i) == 1 || scale.dim(-i) == x.dim(-i);
+    if (!fits)
+      return InvalidArgument(ctx, "scale ", ShapeToString(scale.shape()), " does not broadcast to X ", ShapeToString(x.shape()));
+    const std::vector<int64_t> st = BroadcastStrides(scale.shape(), x.shape());
+    row_off = ScaleOffsets(x.shape(), st, 0, ax);
+    in_off = ScaleOffsets(x.shape(), st, ax, rank);
+  } else {
+    if (scale.num_elements() != h)
+      return InvalidArgument(ctx, "scale ", ShapeToString(scale.shape()), " does not match the normalised dimensions of X ",
+                             ShapeToString(x.shape()), " from axis ", *axis);
+    row_off.assign(static_cast<size_t>(rows), 0);
+    in_off.resize(static_cast<size_t>(h));
+    for (int64_t i = 0; i < h; ++i) in_off[i] = i;
+  }
+  // ONNX Runtime types Y as the scale (V), which differs from X in mixed graphs; so does ONNX.
   Tensor& y = ctx.AllocateOutputUninitialized(0, scale.dtype(), x.shape());
   Tensor* inv = nullptr;
-  if (ctx.num_outputs() > 1 && ctx.has_output(1)) {
+  if (!onnx_form && ctx.num_outputs() > 1 && ctx.has_output(1)) {
     Shape s = x.shape();
-    for (size_t i = static_cast<size_t>(*axis); i < s.size(); ++i) s[i] = 1;
+    for (size_t i = ax; i < s.size(); ++i) s[i] = 1;
     inv = &ctx.AllocateOutputUninitialized(1, DType::kFloat32, s);
   }
-  if (h == 0) return absl::OkStatus();
-  std::vector<float> g(static_cast<size_t>(h));
-  for (int64_t i = 0; i < h; ++i) g[i] = FloatAt(scale, i);
+  if (h == 0 || rows == 0) return absl::OkStatus();
+  std::vector<float> g(static_cast<size_t>(scale.num_elements()));
+  for (int64_t i = 0; i < scale.num_elements(); ++i) g[i] = FloatAt(scale, i);
   ParallelFor(ctx.thread_pool(), rows, 16, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(h));
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t i = 0; i < h; ++i) row[i] = FloatAt(x, r * h + i);
       const RowStats st = Stats(row.data(), h, /*simplified=*/true, epsilon);
       const float is = static_cast<float>(st.inv_std);
-      for (int64_t i = 0; i < h; ++i) SetFloatAt(y, r * h + i, row[i] * is * g[i]);
+      const float* gr = g.data() + row_off[r];
+      for (int64_t i = 0; i < h; ++i) SetFloatAt(y, r * h + i, row[i] * is * gr[in_off[i]]);
       if (inv) inv->data<float>()[r] = is;
     }
   });
   return absl::OkStatus();
 }
+
+absl::Status SimplifiedLayerNorm(OpContext& ctx) { return RmsNorm(ctx, /*onnx_form=*/false); }
+absl::Status RmsNormalization(OpContext& ctx) { return RmsNorm(ctx, /*onnx_form=*/true); }
 
 // --- SkipLayerNormalization / SkipSimplifiedLayerNormalization ------------------------------
 
@@ -156,6 +196,8 @@ absl::Status SkipNorm(OpContext& ctx) {
 
 void RegisterContribNormOps(KernelRegistry& r) {
   AddVersions(r, "SimplifiedLayerNormalization", {1}, SimplifiedLayerNorm);
+  // ONNX's standard form of the same normalisation (opset 23).
+  AddVersions(r, "RMSNormalization", {23}, RmsNormalization);
   r.AddFn(kMs, "SkipSimplifiedLayerNormalization", 1, 1, SkipNorm<true>);
   r.AddFn(kMs, "SkipLayerNormalization", 1, 1, SkipNorm<false>);
 }

@@ -495,9 +495,9 @@ KernelFactory Factory() {
 }  // namespace
 
 void RegisterControlFlowOps(KernelRegistry& r) {
-  AddVersions(r, "If", {1, 11, 13, 16, 19, 21}, Factory<IfKernel>(), /*non_tensors=*/true);
-  AddVersions(r, "Loop", {1, 11, 13, 16, 19, 21}, Factory<LoopKernel>(), /*non_tensors=*/true);
-  AddVersions(r, "Scan", {8, 9, 11, 16, 19, 21}, Factory<ScanKernel>(), /*non_tensors=*/true);
+  AddVersions(r, "If", {1, 11, 13, 16, 19, 21, 23}, Factory<IfKernel>(), /*non_tensors=*/true);
+  AddVersions(r, "Loop", {1, 11, 13, 16, 19, 21, 23}, Factory<LoopKernel>(), /*non_tensors=*/true);
+  AddVersions(r, "Scan", {8, 9, 11, 16, 19, 21, 23}, Factory<ScanKernel>(), /*non_tensors=*/true);
 }
 
 }  // namespace oneinfer

@@ -11,7 +11,7 @@
 namespace oneinfer {
 
 // The newest ai.onnx opset whose schemas the kernels follow; a kernel's last range ends here.
-constexpr int64_t kNewestOpset = 21;
+constexpr int64_t kNewestOpset = 23;
 
 // Registers an ai.onnx kernel once per schema version: since[i] .. since[i+1] - 1, the last
 // through kNewestOpset.
@@ -50,5 +50,6 @@ void RegisterContribNormOps(KernelRegistry& r);    // ops/contrib_norm.cc (Simpl
 void RegisterContribActivationOps(KernelRegistry& r);   // ops/contrib_activation.cc (Gelu, BiasGelu, FastGelu, QuickGelu)
 void RegisterContribFusedMatMulOps(KernelRegistry& r);  // ops/contrib_fused_matmul.cc (FusedMatMul)
 void RegisterContribAttentionOps(KernelRegistry& r);    // ops/contrib_attention.cc (GroupQueryAttention, RotaryEmbedding)
+void RegisterOnnxAttentionOps(KernelRegistry& r);       // ops/onnx_attention.cc (ai.onnx Attention, RotaryEmbedding: opset 23)
 
 }  // namespace oneinfer

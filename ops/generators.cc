@@ -191,8 +191,8 @@ absl::Status OneHotKernel(OpContext& ctx) {
 
 void RegisterGeneratorOps(KernelRegistry& r) {
   AddVersions(r, "Range", {11}, RangeKernel);
-  AddVersions(r, "ConstantOfShape", {9, 20, 21}, Checked(ConstantOfShapeCheck, ConstantOfShapeKernel));
-  AddVersions(r, "EyeLike", {9}, EyeLikeKernel);
+  AddVersions(r, "ConstantOfShape", {9, 20, 21, 23}, Checked(ConstantOfShapeCheck, ConstantOfShapeKernel));
+  AddVersions(r, "EyeLike", {9, 22}, EyeLikeKernel);
   AddVersions(r, "Trilu", {14}, TriluKernel);
   AddVersions(r, "OneHot", {9, 11}, OneHotKernel);
 }

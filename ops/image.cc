@@ -792,9 +792,9 @@ void RegisterImageOps(KernelRegistry& r) {
   r.Add("", "Upsample", 9, 9, ResizeFactory(2));
   r.Add("", "Resize", 10, 10, ResizeFactory(1));
   AddVersions(r, "Resize", {11, 13, 18, 19}, ResizeFactory(0));
-  AddVersions(r, "RoiAlign", {10, 16}, RoiAlignFactory());
+  AddVersions(r, "RoiAlign", {10, 16, 22}, RoiAlignFactory());
   AddVersions(r, "NonMaxSuppression", {10, 11}, NonMaxSuppression);
-  AddVersions(r, "GridSample", {16, 20}, GridSampleFactory());
+  AddVersions(r, "GridSample", {16, 20, 22}, GridSampleFactory());
 }
 
 }  // namespace oneinfer

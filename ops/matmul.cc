@@ -562,15 +562,16 @@ absl::Status DetCompute(OpContext& ctx) {
 void RegisterMatMulOps(KernelRegistry& r) {
   r.Add("", "MatMul", 1, 8, MatMulFactory);
   r.Add("", "MatMul", 9, 12, MatMulFactory);
-  r.Add("", "MatMul", 13, 21, MatMulFactory);
+  r.Add("", "MatMul", 13, kNewestOpset, MatMulFactory);
   r.AddFn("", "Gemm", 1, 5, GemmCompute);
   r.AddFn("", "Gemm", 6, 6, GemmCompute);
   r.AddFn("", "Gemm", 7, 8, GemmCompute);
   r.AddFn("", "Gemm", 9, 10, GemmCompute);
   r.AddFn("", "Gemm", 11, 12, GemmCompute);
-  r.AddFn("", "Gemm", 13, 21, GemmCompute);
-  r.Add("", "Einsum", 12, 21, MakeEinsum);
+  r.AddFn("", "Gemm", 13, kNewestOpset, GemmCompute);
+  r.Add("", "Einsum", 12, kNewestOpset, MakeEinsum);
   r.AddFn("", "Det", 11, 21, DetCompute);
+  r.AddFn("", "Det", 22, kNewestOpset, DetCompute);  // 22 added bfloat16 only
 }
 
 }  // namespace oneinfer

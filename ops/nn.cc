@@ -687,14 +687,14 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeMaxUnpool(const KernelInit& init) 
 }  // namespace
 
 void RegisterNNOps(KernelRegistry& r) {
-  AddVersions(r, "Conv", {1, 11}, MakeConv);
-  AddVersions(r, "ConvTranspose", {1, 11}, MakeConvTranspose);
-  AddVersions(r, "MaxPool", {1, 8, 10, 11, 12}, MakePool(PoolKind::kMax));
-  AddVersions(r, "AveragePool", {1, 7, 10, 11, 19}, MakePool(PoolKind::kAverage));
-  AddVersions(r, "LpPool", {1, 2, 11, 18}, MakePool(PoolKind::kLp));
-  AddVersions(r, "GlobalAveragePool", {1}, GlobalPoolCompute<false>);
-  AddVersions(r, "GlobalMaxPool", {1}, GlobalPoolCompute<true>);
-  AddVersions(r, "MaxUnpool", {9, 11}, MakeMaxUnpool);
+  AddVersions(r, "Conv", {1, 11, 22}, MakeConv);
+  AddVersions(r, "ConvTranspose", {1, 11, 22}, MakeConvTranspose);
+  AddVersions(r, "MaxPool", {1, 8, 10, 11, 12, 22}, MakePool(PoolKind::kMax));
+  AddVersions(r, "AveragePool", {1, 7, 10, 11, 19, 22}, MakePool(PoolKind::kAverage));
+  AddVersions(r, "LpPool", {1, 2, 11, 18, 22}, MakePool(PoolKind::kLp));
+  AddVersions(r, "GlobalAveragePool", {1, 22}, GlobalPoolCompute<false>);
+  AddVersions(r, "GlobalMaxPool", {1, 22}, GlobalPoolCompute<true>);
+  AddVersions(r, "MaxUnpool", {9, 11, 22}, MakeMaxUnpool);
 }
 
 }  // namespace oneinfer

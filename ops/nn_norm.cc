@@ -394,11 +394,11 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeDropout(const KernelInit& init) {
 
 void RegisterNNNormOps(KernelRegistry& r) {
   AddVersions(r, "BatchNormalization", {1, 6, 7, 9, 14, 15}, BatchNormCompute);
-  AddVersions(r, "InstanceNormalization", {1, 6}, InstanceNormCompute);
+  AddVersions(r, "InstanceNormalization", {1, 6, 22}, InstanceNormCompute);
   AddVersions(r, "LRN", {1, 13}, LrnCompute);
   AddVersions(r, "MeanVarianceNormalization", {9, 13}, MvnCompute);
   AddVersions(r, "GroupNormalization", {18, 21}, MakeGroupNorm);
-  AddVersions(r, "Dropout", {1, 6, 7, 10, 12, 13}, MakeDropout);
+  AddVersions(r, "Dropout", {1, 6, 7, 10, 12, 13, 22}, MakeDropout);
 }
 
 }  // namespace oneinfer

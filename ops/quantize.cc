@@ -280,6 +280,25 @@ absl::StatusOr<QDQAttrs> ReadQDQAttrs(const KernelInit& init, bool quantize) {
       a.output_dtype = t;
     }
   }
+  if (quantize && init.opset() >= 23 && !ms) {
+    // The kernel divides in float32: precision 0 (the scale's type) is what opset 21 did, 1 is float32.
+    const int64_t precision = n.GetInt("precision", 0);
+    if (precision != 0 && precision != 1) {
+      const char* name = UnsupportedTypeName(precision);
+      return Unimplemented(n, "precision ", precision, " (", name ? name : DTypeName(static_cast<DType>(precision)),
+                           ") is not implemented (0 or 1: float32)");
+    }
+  }
+  if (!quantize && init.opset() >= 23 && !ms && n.GetInt("output_dtype", 0) != 0) {
+    // DequantizeLinear-23's output_dtype: only the scale's own type is implemented (checked at run time).
+    const int64_t code = n.GetInt("output_dtype", 0);
+    if (const char* f = UnsupportedTypeName(code)) return Unimplemented(n, "output_dtype ", f, " is not supported");
+    const DType t = static_cast<DType>(code);
+    if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16)
+      return absl::InvalidArgumentError(
+          absl::StrCat(n.Describe(), ": output_dtype ", code, " must be float, float16 or bfloat16"));
+    a.output_dtype = t;
+  }
   return a;
 }
 
@@ -376,6 +395,10 @@ class DequantizeLinearKernel : public OpKernel {
     const bool float_only = opset_ < 19 && !ms_;
     if (!(st == DType::kFloat32 || (!float_only && (st == DType::kFloat16 || st == DType::kBFloat16)))) {
       return InvalidArgument(ctx, "x_scale type ", DTypeName(st), " is not allowed at opset ", opset_);
+    }
+    if (a_.output_dtype != DType::kUndefined && a_.output_dtype != st) {
+      return Unimplemented(ctx.node(), "output_dtype ", DTypeName(a_.output_dtype), " differs from x_scale's type ", DTypeName(st),
+                           "; only the scale's type is implemented");
     }
     auto L = MakeLayout(x.shape(), scale, zp, a_.axis, a_.block_size, a_.per_axis);
     if (!L.ok()) return InvalidArgument(ctx, L.status().message());
@@ -833,7 +856,7 @@ KernelFactory QDQFactory(bool quantize) {
 void RegisterQuantizeOps(KernelRegistry& r) {
   for (bool q : {true, false}) {
     const char* op = q ? "QuantizeLinear" : "DequantizeLinear";
-    AddVersions(r, op, {10, 13, 19, 21}, QDQFactory(q));
+    AddVersions(r, op, {10, 13, 19, 21, 23}, QDQFactory(q));
     r.Add("com.microsoft", op, 1, 1, QDQFactory(q));
   }
   AddVersions(r, "DynamicQuantizeLinear", {11}, DynamicQuantizeLinear);

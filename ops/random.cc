@@ -195,12 +195,12 @@ KernelFactory RandomFactory(RandomKernel::Kind kind) {
 
 void RegisterRandomOps(KernelRegistry& r) {
   using K = RandomKernel::Kind;
-  AddVersions(r, "RandomUniform", {1}, RandomFactory(K::kUniform));
-  AddVersions(r, "RandomNormal", {1}, RandomFactory(K::kNormal));
-  AddVersions(r, "RandomUniformLike", {1}, RandomFactory(K::kUniformLike));
-  AddVersions(r, "RandomNormalLike", {1}, RandomFactory(K::kNormalLike));
-  AddVersions(r, "Bernoulli", {15}, RandomFactory(K::kBernoulli));
-  AddVersions(r, "Multinomial", {7}, RandomFactory(K::kMultinomial));
+  AddVersions(r, "RandomUniform", {1, 22}, RandomFactory(K::kUniform));
+  AddVersions(r, "RandomNormal", {1, 22}, RandomFactory(K::kNormal));
+  AddVersions(r, "RandomUniformLike", {1, 22}, RandomFactory(K::kUniformLike));
+  AddVersions(r, "RandomNormalLike", {1, 22}, RandomFactory(K::kNormalLike));
+  AddVersions(r, "Bernoulli", {15, 22}, RandomFactory(K::kBernoulli));
+  AddVersions(r, "Multinomial", {7, 22}, RandomFactory(K::kMultinomial));
 }
 
 }  // namespace oneinfer

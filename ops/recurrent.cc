@@ -345,9 +345,9 @@ KernelFactory RnnFactory(Cell cell) {
 }  // namespace
 
 void RegisterRecurrentOps(KernelRegistry& r) {
-  AddVersions(r, "RNN", {1, 7, 14}, RnnFactory(Cell::kRNN));
-  AddVersions(r, "GRU", {1, 3, 7, 14}, RnnFactory(Cell::kGRU));
-  AddVersions(r, "LSTM", {1, 7, 14}, RnnFactory(Cell::kLSTM));
+  AddVersions(r, "RNN", {1, 7, 14, 22}, RnnFactory(Cell::kRNN));
+  AddVersions(r, "GRU", {1, 3, 7, 14, 22}, RnnFactory(Cell::kGRU));
+  AddVersions(r, "LSTM", {1, 7, 14, 22}, RnnFactory(Cell::kLSTM));
 }
 
 }  // namespace oneinfer

@@ -70,6 +70,7 @@ KernelRegistry& KernelRegistry::Global() {
     RegisterContribActivationOps(*r);
     RegisterContribFusedMatMulOps(*r);
     RegisterContribAttentionOps(*r);
+    RegisterOnnxAttentionOps(*r);
     return r;
   }();
   return *registry;

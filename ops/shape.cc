@@ -226,14 +226,14 @@ absl::Status SpaceToDepthKernel(OpContext& ctx) {
 }  // namespace
 
 void RegisterShapeOps(KernelRegistry& r) {
-  AddVersions(r, "Shape", {1, 13, 15, 19, 21}, ShapeKernel);
-  AddVersions(r, "Size", {1, 13, 19, 21}, SizeKernel);
-  AddVersions(r, "Identity", {1, 13, 14, 16, 19, 21}, MakeFnKernel(IdentityKernel), /*non_tensors=*/true);
-  AddVersions(r, "Reshape", {1, 5, 13, 14, 19, 21}, ReshapeKernel);
-  AddVersions(r, "Flatten", {1, 9, 11, 13, 21}, FlattenKernel);
-  AddVersions(r, "Squeeze", {1, 11, 13, 21}, SqueezeKernel);
-  AddVersions(r, "Unsqueeze", {1, 11, 13, 21}, UnsqueezeKernel);
-  AddVersions(r, "Transpose", {1, 13, 21}, TransposeKernel);
+  AddVersions(r, "Shape", {1, 13, 15, 19, 21, 23}, ShapeKernel);
+  AddVersions(r, "Size", {1, 13, 19, 21, 23}, SizeKernel);
+  AddVersions(r, "Identity", {1, 13, 14, 16, 19, 21, 23}, MakeFnKernel(IdentityKernel), /*non_tensors=*/true);
+  AddVersions(r, "Reshape", {1, 5, 13, 14, 19, 21, 23}, ReshapeKernel);
+  AddVersions(r, "Flatten", {1, 9, 11, 13, 21, 23}, FlattenKernel);
+  AddVersions(r, "Squeeze", {1, 11, 13, 21, 23}, SqueezeKernel);
+  AddVersions(r, "Unsqueeze", {1, 11, 13, 21, 23}, UnsqueezeKernel);
+  AddVersions(r, "Transpose", {1, 13, 21, 23}, TransposeKernel);
   AddVersions(r, "DepthToSpace", {1, 11, 13},
               Checked([](const KernelInit& i) { return i.opset() >= 11 ? CheckOneOf(i, "mode", "DCR", {"DCR", "CRD"}) : absl::OkStatus(); },
                       DepthToSpaceKernel));

@@ -395,7 +395,7 @@ void RegisterSliceConcatOps(KernelRegistry& r) {
   AddVersions(r, "Slice", {1, 10, 11, 13}, SliceKernel);
   AddVersions(r, "Expand", {8, 13}, ExpandKernel);
   AddVersions(r, "Tile", {1, 6, 13}, TileKernel);
-  AddVersions(r, "Pad", {1, 2, 11, 13, 18, 19, 21}, Checked(PadCheck, PadKernel));
+  AddVersions(r, "Pad", {1, 2, 11, 13, 18, 19, 21, 23}, Checked(PadCheck, PadKernel));
 }
 
 }  // namespace oneinfer

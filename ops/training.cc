@@ -295,7 +295,7 @@ KernelFactory MakeOptimizer() {
 }  // namespace
 
 void RegisterTrainingOps(KernelRegistry& r) {
-  AddVersions(r, "NegativeLogLikelihoodLoss", {12, 13}, MakeNll());
+  AddVersions(r, "NegativeLogLikelihoodLoss", {12, 13, 22}, MakeNll());
   AddVersions(r, "SoftmaxCrossEntropyLoss", {12, 13}, MakeSce());
   const std::string kTraining = "ai.onnx.preview.training";
   r.Add(kTraining, "Adagrad", 1, 1, MakeOptimizer<Opt::kAdagrad>());

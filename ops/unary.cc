@@ -100,23 +100,23 @@ void RegisterUnaryOps(KernelRegistry& r) {
   AddVersions(r, "Sigmoid", {1, 6, 13}, UnaryOp<FloatTypes>([](auto x) { return 1 / (1 + std::exp(-x)); },
                                                       [](const auto& x) { return x.logistic(); }));
   AddVersions(r, "Erf", {9, 13}, UnaryOp<FloatTypes>([](auto x) { return std::erf(x); }));
-  AddVersions(r, "Sin", {7}, UnaryOp<FloatTypes>([](auto x) { return std::sin(x); }));
-  AddVersions(r, "Cos", {7}, UnaryOp<FloatTypes>([](auto x) { return std::cos(x); }));
-  AddVersions(r, "Tan", {7}, UnaryOp<FloatTypes>([](auto x) { return std::tan(x); }));
-  AddVersions(r, "Asin", {7}, UnaryOp<FloatTypes>([](auto x) { return std::asin(x); }));
-  AddVersions(r, "Acos", {7}, UnaryOp<FloatTypes>([](auto x) { return std::acos(x); }));
-  AddVersions(r, "Atan", {7}, UnaryOp<FloatTypes>([](auto x) { return std::atan(x); }));
-  AddVersions(r, "Sinh", {9}, UnaryOp<FloatTypes>([](auto x) { return std::sinh(x); }));
-  AddVersions(r, "Cosh", {9}, UnaryOp<FloatTypes>([](auto x) { return std::cosh(x); }));
-  AddVersions(r, "Asinh", {9}, UnaryOp<FloatTypes>([](auto x) { return std::asinh(x); }));
-  AddVersions(r, "Acosh", {9}, UnaryOp<FloatTypes>([](auto x) { return std::acosh(x); }));
-  AddVersions(r, "Atanh", {9}, UnaryOp<FloatTypes>([](auto x) { return std::atanh(x); }));
+  AddVersions(r, "Sin", {7, 22}, UnaryOp<FloatTypes>([](auto x) { return std::sin(x); }));
+  AddVersions(r, "Cos", {7, 22}, UnaryOp<FloatTypes>([](auto x) { return std::cos(x); }));
+  AddVersions(r, "Tan", {7, 22}, UnaryOp<FloatTypes>([](auto x) { return std::tan(x); }));
+  AddVersions(r, "Asin", {7, 22}, UnaryOp<FloatTypes>([](auto x) { return std::asin(x); }));
+  AddVersions(r, "Acos", {7, 22}, UnaryOp<FloatTypes>([](auto x) { return std::acos(x); }));
+  AddVersions(r, "Atan", {7, 22}, UnaryOp<FloatTypes>([](auto x) { return std::atan(x); }));
+  AddVersions(r, "Sinh", {9, 22}, UnaryOp<FloatTypes>([](auto x) { return std::sinh(x); }));
+  AddVersions(r, "Cosh", {9, 22}, UnaryOp<FloatTypes>([](auto x) { return std::cosh(x); }));
+  AddVersions(r, "Asinh", {9, 22}, UnaryOp<FloatTypes>([](auto x) { return std::asinh(x); }));
+  AddVersions(r, "Acosh", {9, 22}, UnaryOp<FloatTypes>([](auto x) { return std::acosh(x); }));
+  AddVersions(r, "Atanh", {9, 22}, UnaryOp<FloatTypes>([](auto x) { return std::atanh(x); }));
   AddVersions(r, "Floor", {1, 6, 13}, UnaryOp<FloatTypes>([](auto x) { return std::floor(x); },
                                                     [](const auto& x) { return x.floor(); }));
   AddVersions(r, "Ceil", {1, 6, 13}, UnaryOp<FloatTypes>([](auto x) { return std::ceil(x); },
                                                    [](const auto& x) { return x.ceil(); }));
   // nearbyint rounds half to even in the default rounding mode.
-  AddVersions(r, "Round", {11}, UnaryOp<FloatTypes>([](auto x) { return std::nearbyint(x); }));
+  AddVersions(r, "Round", {11, 22}, UnaryOp<FloatTypes>([](auto x) { return std::nearbyint(x); }));
   AddVersions(r, "Sign", {9, 13}, UnaryOp<NumTypes>([](auto x) { return Sign(x); }));
   AddVersions(r, "IsNaN", {9, 13, 20}, PredicateOp<FloatTypes>([](auto x) { return std::isnan(x); }));
   AddVersions(r, "IsInf", {10, 20}, WithInit([](const KernelInit& init) -> absl::StatusOr<KernelFn> {
@@ -134,11 +134,11 @@ void RegisterUnaryOps(KernelRegistry& r) {
         return UnaryOp<FloatTypes>([alpha](auto x) { return x < 0 ? decltype(x)(alpha) * x : x; },
                                    [alpha](const auto& x) { return (x < 0.0f).select(x * alpha, x); });
       }));
-  AddVersions(r, "Elu", {1, 6}, AttrUnary([](const Node& n) {
+  AddVersions(r, "Elu", {1, 6, 22}, AttrUnary([](const Node& n) {
         const float alpha = n.GetFloat("alpha", 1.0f);
         return UnaryOp<FloatTypes>([alpha](auto x) { return x < 0 ? decltype(x)(alpha) * std::expm1(x) : x; });
       }));
-  AddVersions(r, "Selu", {1, 6}, AttrUnary([](const Node& n) {
+  AddVersions(r, "Selu", {1, 6, 22}, AttrUnary([](const Node& n) {
         const float alpha = n.GetFloat("alpha", 1.67326319217681884765625f);
         const float gamma = n.GetFloat("gamma", 1.05070102214813232421875f);
         return UnaryOp<FloatTypes>([alpha, gamma](auto x) {
@@ -153,25 +153,25 @@ void RegisterUnaryOps(KernelRegistry& r) {
           return x > 0 ? x : T(alpha) * std::expm1(x / T(alpha));
         });
       }));
-  AddVersions(r, "HardSigmoid", {1, 6}, AttrUnary([](const Node& n) {
+  AddVersions(r, "HardSigmoid", {1, 6, 22}, AttrUnary([](const Node& n) {
         const float alpha = n.GetFloat("alpha", 0.2f), beta = n.GetFloat("beta", 0.5f);
         return UnaryOp<FloatTypes>([alpha, beta](auto x) {
           using T = decltype(x);
           return std::clamp(T(alpha) * x + T(beta), T(0), T(1));
         });
       }));
-  AddVersions(r, "HardSwish", {14}, UnaryOp<FloatTypes>([](auto x) {
+  AddVersions(r, "HardSwish", {14, 22}, UnaryOp<FloatTypes>([](auto x) {
           using T = decltype(x);
           return x * std::clamp(x / T(6) + T(0.5), T(0), T(1));
         }));
-  AddVersions(r, "Softplus", {1}, UnaryOp<FloatTypes>([](auto x) {
+  AddVersions(r, "Softplus", {1, 22}, UnaryOp<FloatTypes>([](auto x) {
           return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));  // no overflow for big x
         }));
-  AddVersions(r, "Softsign", {1}, UnaryOp<FloatTypes>([](auto x) { return x / (1 + std::abs(x)); }));
-  AddVersions(r, "Mish", {18}, UnaryOp<FloatTypes>([](auto x) {
+  AddVersions(r, "Softsign", {1, 22}, UnaryOp<FloatTypes>([](auto x) { return x / (1 + std::abs(x)); }));
+  AddVersions(r, "Mish", {18, 22}, UnaryOp<FloatTypes>([](auto x) {
           return x * std::tanh(x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
         }));
-  AddVersions(r, "ThresholdedRelu", {10}, AttrUnary([](const Node& n) {
+  AddVersions(r, "ThresholdedRelu", {10, 22}, AttrUnary([](const Node& n) {
         const float alpha = n.GetFloat("alpha", 1.0f);
         return UnaryOp<FloatTypes>([alpha](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); });
       }));

@@ -21,9 +21,9 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 MS = "com.microsoft"
-NP_OF = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.INT64: np.int64,
+NP_OF = {TensorProto.BOOL: np.bool_, TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.INT64: np.int64,
          TensorProto.INT32: np.int32, TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
-JS_OF = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(np.int64): "int64",
+JS_OF = {np.dtype(np.bool_): "bool", np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(np.int64): "int64",
          np.dtype(np.int32): "int32", np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8"}
 TP_OF = {np.dtype(v): k for k, v in NP_OF.items()}
 
@@ -35,7 +35,7 @@ def case(fn):
     return fn
 
 
-def write_case(root, name, node, inputs, inits, outputs, bounds, refs=None):
+def write_case(root, name, node, inputs, inits, outputs, bounds, refs=None, opset=21):
     """inputs: [(name, array)] fed at run time; inits: [(name, array)] initializers;
     outputs: [(name, elem_type)]; bounds: one array (or scalar) per output; refs: this script's
     float64 value of each output (printed beside the comparison, for diagnosis only)."""
@@ -46,7 +46,7 @@ def write_case(root, name, node, inputs, inits, outputs, bounds, refs=None):
         [helper.make_tensor_value_info(n, TP_OF[a.dtype], list(a.shape)) for n, a in inputs],
         [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
         [numpy_helper.from_array(a, n) for n, a in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)],
                           producer_name="contrib_graphs.py")
     m.ir_version = 10
     with open(os.path.join(d, "model.onnx"), "wb") as f:
@@ -579,6 +579,166 @@ def rope_cases(root):
         rope_case(root, "rope_3d_no_attrs", (2, 3, 64), rot_dim=None),
         rope_case(root, "rope_f16_3d", (2, 5, 64), num_heads=4, dtype=np.float16),
         rope_case(root, "rope_f16_4d_interleaved", (2, 2, 3, 32), interleaved=1, dtype=np.float16),
+    ]
+
+
+# --- ai.onnx opset 23: RMSNormalization, RotaryEmbedding, Attention ---------------------------
+
+def onnx_rms_case(root, name, x_shape, scale_shape, axis=-1, dtype=np.float32):
+    """RMSNormalization-23, the scale broadcast against X. The bound: float_bound (one float32 sum
+    per row, rounded once for float16)."""
+    r = rng_for(name)
+    x = r.normal(0, 1, size=x_shape).astype(dtype)
+    g = r.normal(1, 0.5, size=scale_shape).astype(dtype)
+    x64 = x.astype(np.float64)
+    axes = tuple(range(axis % len(x_shape), len(x_shape)))
+    y = x64 / np.sqrt((x64 ** 2).mean(axis=axes, keepdims=True) + 1e-5) * g.astype(np.float64)
+    node = helper.make_node("RMSNormalization", ["X", "scale"], ["Y"], name="rms", axis=axis)
+    return write_case(root, name, node, [("X", x), ("scale", g)], [], [("Y", TP_OF[np.dtype(dtype)])],
+                      [float_bound(y, dtype)], [y], opset=23)
+
+
+def onnx_rope_case(root, name, shape, with_pos=True, interleaved=0, rot_dim=None, num_heads=None, dtype=np.float32,
+                   rows=16):
+    """RotaryEmbedding-23: X [B, N, S, D] or [B, S, hidden]; caches [rows, half] read at position_ids,
+    or [B, S, half] without them. The bound: rope_case's."""
+    r = rng_for(name)
+    x = r.normal(0, 1, size=shape).astype(dtype)
+    four = len(shape) == 4
+    B, S = shape[0], shape[2] if four else shape[1]
+    head = shape[3] if four else shape[2] // num_heads
+    half = (rot_dim or head) // 2
+    inv = 1.0 / (10000 ** (np.arange(half) / half))
+    pos = r.integers(0, rows, size=(B, S)).astype(np.int64)
+    ang = (np.arange(rows)[:, None] * inv[None, :]) if with_pos else (pos[..., None] * inv)
+    cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+    x64 = x.astype(np.float64)
+    xs = x64 if four else x64.reshape(B, S, -1, head).transpose(0, 2, 1, 3)  # B N S D
+    c = (cos.astype(np.float64)[pos] if with_pos else cos.astype(np.float64))[:, None]
+    sn = (sin.astype(np.float64)[pos] if with_pos else sin.astype(np.float64))[:, None]
+    y = rotate64(xs, c, sn, interleaved == 1)
+    if not four:
+        y = y.transpose(0, 2, 1, 3).reshape(shape)
+    attrs = {"interleaved": interleaved}
+    if rot_dim:
+        attrs["rotary_embedding_dim"] = rot_dim
+    if num_heads:
+        attrs["num_heads"] = num_heads
+    ins = [("X", x), ("cos_cache", cos), ("sin_cache", sin)] + ([("position_ids", pos)] if with_pos else [])
+    node = helper.make_node("RotaryEmbedding", [n for n, _ in ins], ["Y"], name="rope23", **attrs)
+    bound = 1e-6 * (np.abs(x64).max() + np.abs(y)) if dtype == np.float32 else 1.5 * ulp16(y) + 1e-7
+    return write_case(root, name, node, ins, [], [("Y", TP_OF[np.dtype(dtype)])], [bound], [y], opset=23)
+
+
+def onnx_attn_case(root, name, B, Hq, Hkv, Sq, L, D, Dv=None, P=0, three_d=False, causal=0, scale=None, softcap=None,
+                   mask=None, mode=None, dtype=np.float32):
+    """Attention-23 with the ONNX errata's semantics (softcap, then the mask, bottom-right causal
+    frontier past the cache). mask: None, 'bool' [B, 1, Sq, T] or 'float' [Sq, T]. The bound: as
+    gqa_case's, per output row 2 e max|v| with e = 2 D 2^-24 max(|q| |k|) scale + 1e-6 of the largest
+    logit (softcap's tanh does not grow an error); the scores (modes 0-2) e, the softmax (mode 3) 2 e;
+    present exact; float16 adds 1.5 units in the last place of each output."""
+    r = rng_for(name)
+    Dv = Dv or D
+    T = P + L
+    q4 = r.normal(0, 1, size=(B, Hq, Sq, D))
+    k4 = r.normal(0, 1, size=(B, Hkv, L, D))
+    v4 = r.normal(0, 1, size=(B, Hkv, L, Dv))
+    pk = r.normal(0, 1, size=(B, Hkv, P, D)).astype(dtype)
+    pv = r.normal(0, 1, size=(B, Hkv, P, Dv)).astype(dtype)
+    as3 = lambda t: t.transpose(0, 2, 1, 3).reshape(t.shape[0], t.shape[2], -1)
+    q = (as3(q4) if three_d else q4).astype(dtype)
+    k = (as3(k4) if three_d else k4).astype(dtype)
+    v = (as3(v4) if three_d else v4).astype(dtype)
+    Q = q.astype(np.float64).reshape(B, Sq, Hq, D).transpose(0, 2, 1, 3) if three_d else q.astype(np.float64)
+    K = k.astype(np.float64).reshape(B, L, Hkv, D).transpose(0, 2, 1, 3) if three_d else k.astype(np.float64)
+    V = v.astype(np.float64).reshape(B, L, Hkv, Dv).transpose(0, 2, 1, 3) if three_d else v.astype(np.float64)
+    K = np.repeat(np.concatenate([pk.astype(np.float64), K], 2), Hq // Hkv, 1)
+    V = np.repeat(np.concatenate([pv.astype(np.float64), V], 2), Hq // Hkv, 1)
+    sc = scale if scale is not None else 1 / np.sqrt(D)
+    raw = sc * Q @ K.transpose(0, 1, 3, 2)
+    cap = softcap * np.tanh(raw / softcap) if softcap else raw
+    bias = np.zeros((B, 1, Sq, T))
+    m = None
+    if mask == "bool":
+        m = r.random((B, 1, Sq, T)) < 0.7
+        m[..., 0] = True
+        bias = np.where(m, 0.0, -np.inf)
+    elif mask == "float":
+        m = r.uniform(-3, 1, size=(Sq, T)).astype(dtype)
+        bias = bias + m.astype(np.float64)
+    if causal:
+        allowed = np.arange(T)[None, :] <= np.arange(Sq)[:, None] + P
+        bias = np.where(allowed, bias, -np.inf)
+    x = cap + bias
+    p = np.exp(x - x.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    y4 = p @ V
+    y = y4.transpose(0, 2, 1, 3).reshape(B, Sq, Hq * Dv) if three_d else y4
+    mag = (np.abs(Q) @ np.abs(K).transpose(0, 1, 3, 2)).max() * sc
+    e = 2 * D * 2.0 ** -24 * mag + 1e-6 * np.abs(raw).max()
+    if dtype == np.float16:
+        # ONNX Runtime holds the scores and the softmax weights in float16: half a unit of the
+        # largest logit each, and half a unit of each weight (below 1: 2^-12) times |v|.
+        e += float(ulp16(np.abs(raw).max()))
+    ybound = 2 * e * np.abs(V).max() + 1e-6 + np.zeros(y.shape)
+    if dtype == np.float16:
+        ybound = ybound + T * 2.0 ** -12 * np.abs(V).max()
+    attrs = {"is_causal": causal}
+    if three_d:
+        attrs.update(q_num_heads=Hq, kv_num_heads=Hkv)
+    if scale is not None:
+        attrs["scale"] = scale
+    if softcap:
+        attrs["softcap"] = softcap
+    ins = [("Q", q), ("K", k), ("V", v)] + ([("attn_mask", m)] if m is not None else [])
+    names = ["Q", "K", "V", "attn_mask" if m is not None else ""]
+    if P:
+        ins += [("past_key", pk), ("past_value", pv)]
+        names += ["past_key", "past_value"]
+    outs, bounds, refs = [("Y", TP_OF[np.dtype(dtype)])], [ybound], [y]
+    pres_k = np.concatenate([pk.astype(np.float64), k.astype(np.float64).reshape(B, L, Hkv, D).transpose(0, 2, 1, 3)
+                             if three_d else k.astype(np.float64)], 2)
+    pres_v = np.concatenate([pv.astype(np.float64), v.astype(np.float64).reshape(B, L, Hkv, Dv).transpose(0, 2, 1, 3)
+                             if three_d else v.astype(np.float64)], 2)
+    if P or mode is not None:
+        # ONNX Runtime 1.30 refuses a past without present outputs.
+        outs += [("present_key", TP_OF[np.dtype(dtype)]), ("present_value", TP_OF[np.dtype(dtype)])]
+        bounds += [np.zeros(pres_k.shape) + 1e-9, np.zeros(pres_v.shape) + 1e-9]
+        refs += [pres_k, pres_v]
+    if mode is not None:
+        attrs["qk_matmul_output_mode"] = mode
+        qk = [raw, cap, x, p][mode]
+        outs.append(("qk_matmul_output", TP_OF[np.dtype(dtype)]))
+        bounds.append((2 * e if mode == 3 else e + 1e-6 * np.abs(qk).max()) + np.zeros(qk.shape))
+        refs.append(qk)
+    if dtype == np.float16:
+        bounds = [b + 1.5 * ulp16(v) + 1e-7 if i != 1 and i != 2 else b for i, (b, v) in enumerate(zip(bounds, refs))]
+    node = helper.make_node("Attention", names, [n for n, _ in outs], name="attn23", **attrs)
+    return write_case(root, name, node, ins, [], outs, bounds, refs, opset=23)
+
+
+@case
+def onnx23_cases(root):
+    return [
+        onnx_rms_case(root, "rms23_last_axis", (2, 3, 64), (64,)),
+        onnx_rms_case(root, "rms23_axis1_broadcast", (2, 3, 16), (16,), axis=1),
+        onnx_rms_case(root, "rms23_row_scale", (4, 32), (4, 1)),
+        onnx_rms_case(root, "rms23_f16", (3, 64), (64,), dtype=np.float16),
+        onnx_rope_case(root, "rope23_4d_pos", (2, 3, 5, 32)),
+        onnx_rope_case(root, "rope23_3d_interleaved_partial", (2, 4, 96), interleaved=1, rot_dim=16, num_heads=3),
+        onnx_rope_case(root, "rope23_3d_no_pos", (2, 5, 64), with_pos=False, num_heads=2),
+        onnx_rope_case(root, "rope23_f16_4d", (1, 2, 3, 32), interleaved=1, dtype=np.float16),
+        onnx_attn_case(root, "attn23_4d_mha", 2, 2, 2, 5, 5, 16),
+        onnx_attn_case(root, "attn23_3d_gqa_causal", 2, 4, 2, 6, 6, 16, three_d=True, causal=1),
+        onnx_attn_case(root, "attn23_mqa_causal_past", 1, 4, 1, 3, 3, 32, P=5, causal=1),
+        onnx_attn_case(root, "attn23_3d_decode_past", 2, 6, 2, 1, 1, 16, P=7, three_d=True, causal=1),
+        onnx_attn_case(root, "attn23_bool_mask_past", 2, 2, 2, 3, 4, 8, P=2, mask="bool", mode=3),
+        onnx_attn_case(root, "attn23_float_mask_softcap_scale", 1, 2, 2, 4, 4, 16, mask="float", softcap=2.0,
+                       scale=0.5, mode=2),
+        onnx_attn_case(root, "attn23_softcap_mode1", 1, 2, 2, 3, 5, 8, softcap=1.0, mode=1),
+        onnx_attn_case(root, "attn23_causal_cross_dv", 1, 2, 1, 3, 5, 16, Dv=8, causal=1, mode=0),
+        onnx_attn_case(root, "attn23_causal_float_mask_past", 1, 2, 2, 2, 2, 8, P=3, causal=1, mask="float"),
+        onnx_attn_case(root, "attn23_f16_gqa_past", 1, 4, 2, 2, 2, 16, P=3, causal=1, dtype=np.float16),
     ]
 
 

@@ -119,7 +119,8 @@ QdqSelection SelectQdqGroups(const UseDefIndex& uses, const QdqKernelLimits& lim
   QdqFusionReport& rep = sel.report;
   auto dq_of = [&](const std::string& v) -> const Node* {
     const Node* p = uses.Producer(v);
-    return p != nullptr && IsOp(*p, "DequantizeLinear") ? p : nullptr;
+    // DequantizeLinear-23's output_dtype is left to its kernel, which checks it.
+    return p != nullptr && IsOp(*p, "DequantizeLinear") && p->GetInt("output_dtype", 0) == 0 ? p : nullptr;
   };
   auto index_of = [&](const Node* n) { return static_cast<size_t>(n - g.nodes.data()); };
 

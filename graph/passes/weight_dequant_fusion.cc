@@ -82,7 +82,8 @@ int FuseWeightDequantMatMul(Graph& g, UseDefIndex& uses, std::vector<std::string
   int fused = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& dq = g.nodes[k];
-    if (!IsOp(dq, "DequantizeLinear") || !dq.HasOutput(0)) continue;
+    // DequantizeLinear-23's output_dtype is left to its kernel, which checks it.
+    if (!IsOp(dq, "DequantizeLinear") || !dq.HasOutput(0) || dq.GetInt("output_dtype", 0) != 0) continue;
     const std::string& out = dq.outputs[0];
     // Plain readers (input slots); a subgraph read or a graph output keeps the float weight.
     std::vector<size_t> rd;

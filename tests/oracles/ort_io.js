@@ -3,7 +3,7 @@ const fs = require('fs');
 const path = require('path');
 const ort = require('onnxruntime-node');
 
-const arrays = {int8: Int8Array, uint8: Uint8Array, float32: Float32Array, float16: Uint16Array,
+const arrays = {bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, float32: Float32Array, float16: Uint16Array,
                 int32: Int32Array, int64: BigInt64Array};
 
 // INPUTS.json ([{"name", "type", "dims", "file"}], file relative to it) -> ORT feeds.
