@@ -209,6 +209,11 @@ class ConformanceCase : public testing::Test {
       GTEST_SKIP() << msg;
     }
     if (expected != g_expected.end()) {
+      // A random output (reason "random: ...") may match the data by chance: not a fix.
+      if (s.ok() && absl::StartsWith(expected->second, "random:")) {
+        ++g_tally.expected;
+        GTEST_SKIP() << "a random output matched the data by chance (" << expected->second << ")";
+      }
       if (s.ok()) {
         ++g_tally.failed;
         FAIL() << key_ << " passes now: remove it from expected_failures.txt (" << expected->second << ")";

@@ -125,6 +125,8 @@ def test_case(key, folder):
             pytest.skip(str(e))
         problem = f"{e.code}: {e}"
     if key in EXPECTED_FAILURES:
+        if not problem and EXPECTED_FAILURES[key].startswith("random:"):
+            pytest.skip(f"a random output matched the data by chance ({EXPECTED_FAILURES[key]})")
         if not problem:
             pytest.fail(f"{key} passes now: remove it from expected_failures.txt ({EXPECTED_FAILURES[key]})")
         pytest.skip(f"expected failure ({EXPECTED_FAILURES[key]}): {problem}")
