@@ -302,7 +302,9 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
     }
   });
   if (f16) {
-    for (auto [src, dst] : {std::pair<const float*, Tensor*>{kc, present_k}, {vc, present_v}}) {
+    for (const auto& kv : {std::pair<const float*, Tensor*>{kc, present_k}, {vc, present_v}}) {
+      const float* src = kv.first;  // a plain variable: clang 15 cannot capture a structured binding
+      Tensor* dst = kv.second;
       if (dst == nullptr) continue;
       uint16_t* d = dst->data<uint16_t>();
       ParallelFor(ctx.thread_pool(), dst->num_elements(), 4096, [&](int64_t i0, int64_t i1) {
