@@ -7,7 +7,7 @@
 # random weights, `oneinfer run` and ONNX Runtime
 # (tests/oracles/ort_generate.js, driving the same convention) generate greedily from the same
 # prompt, and every step's logits must agree within 1e-4 of max|logit| with identical tokens
-# (float16: 1e-2, int8 activations: 1e-3, up to the first step where ONNX Runtime's top two logits are within 1e-3, where
+# (float16: 1e-2, int8 activations: 1e-3, dynamic int8: 5e-2, up to the first step where ONNX Runtime's top two logits are within 1e-3, where
 # a rounding may pick either); the same with the prompt fed in chunks of 3 (not for dynamic int8,
 # whose per-tensor activation scales depend on how the prompt is split).
 # usage: tests/llm_layouts_parity.sh BUILD_DIR [CONFIG...]   (CONFIG: tiny (default), real2)
@@ -33,7 +33,9 @@ for cfg in $CONFIGS; do
     chunks="256 3"
     mode=(--mode ort)
     case $layout in
-      optimum-q8*) chunks=256 ;;
+      # int8 activations: a 1-step change of one quantised activation moves the logits; ONNX
+      # Runtime's own optimisation levels differ by 1e-2 of max|logit| at real2, so tokens decide.
+      optimum-q8*) chunks=256; mode=(--mode ort-tie --tol 5e-2 --tie 1e-3 --min-steps 8) ;;
       *fp16) mode=(--mode ort-tie --tol 1e-2 --tie 1e-3 --min-steps 8) ;;
       genai-q4) mode=(--mode ort-tie --tol 1e-3 --tie 1e-3 --min-steps 8) ;;  # int8 activations
     esac
