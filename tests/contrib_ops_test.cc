@@ -68,16 +68,6 @@ absl::StatusOr<std::vector<Tensor>> RunNode(const Node& n, const std::vector<std
   return out;
 }
 
-Tensor ToF16(const Tensor& t) {
-  Tensor r = Tensor::Empty(DType::kFloat16, t.shape());
-  for (int64_t i = 0; i < t.num_elements(); ++i) r.data<uint16_t>()[i] = F32ToF16(t.data<float>()[i]);
-  return r;
-}
-Tensor ToF32(const Tensor& t) {
-  Tensor r = Tensor::Empty(DType::kFloat32, t.shape());
-  for (int64_t i = 0; i < t.num_elements(); ++i) r.data<float>()[i] = F16ToF32(t.data<uint16_t>()[i]);
-  return r;
-}
 
 // ---------------------------------------------------------------------------------------------
 // MatMulNBits

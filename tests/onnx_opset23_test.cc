@@ -27,16 +27,6 @@ Tensor Random(const Shape& s, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   return t;
 }
 Tensor F32(const Shape& s, const std::vector<float>& v) { return Tensor::FromVector<float>(DType::kFloat32, s, v); }
-Tensor ToF16(const Tensor& t) {
-  Tensor r = Tensor::Empty(DType::kFloat16, t.shape());
-  for (int64_t i = 0; i < t.num_elements(); ++i) r.data<uint16_t>()[i] = F32ToF16(t.data<float>()[i]);
-  return r;
-}
-Tensor ToF32(const Tensor& t) {
-  Tensor r = Tensor::Empty(DType::kFloat32, t.shape());
-  for (int64_t i = 0; i < t.num_elements(); ++i) r.data<float>()[i] = F16ToF32(t.data<uint16_t>()[i]);
-  return r;
-}
 Tensor Bools(const Shape& s, const std::vector<bool>& v) {
   Tensor t = Tensor::Empty(DType::kBool, s);
   for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];

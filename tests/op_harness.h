@@ -3,6 +3,8 @@
 // outputs exactly or within a tolerance. Inputs are graph inputs in0, in1, ...; outputs out0, ...
 #pragma once
 
+#include "base/half.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -171,6 +173,18 @@ struct OneNode {
     return out;
   }
 };
+
+// float32 <-> float16 copies of a tensor (each element rounded / widened once).
+inline Tensor ToF16(const Tensor& t) {
+  Tensor r = Tensor::Empty(DType::kFloat16, t.shape());
+  for (int64_t i = 0; i < t.num_elements(); ++i) r.data<uint16_t>()[i] = F32ToF16(t.data<float>()[i]);
+  return r;
+}
+inline Tensor ToF32(const Tensor& t) {
+  Tensor r = Tensor::Empty(DType::kFloat32, t.shape());
+  for (int64_t i = 0; i < t.num_elements(); ++i) r.data<float>()[i] = F16ToF32(t.data<uint16_t>()[i]);
+  return r;
+}
 
 // The elements of t as doubles (numeric and bool types).
 inline std::vector<double> AsDoubles(const Tensor& t) {
