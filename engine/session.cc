@@ -304,6 +304,19 @@ absl::StatusOr<std::vector<Tensor>> SessionImpl::Run(const std::vector<Feed>& fe
   return out;
 }
 
+absl::StatusOr<std::vector<std::vector<Tensor>>> SessionImpl::RunBatch(const std::vector<std::vector<Feed>>& feeds,
+                                                                       const std::vector<std::string>& output_names,
+                                                                       const RunOptions* run) const {
+  std::vector<std::vector<Tensor>> out;
+  out.reserve(feeds.size());
+  for (const std::vector<Feed>& set : feeds) {
+    auto r = Run(set, output_names, run);
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
 // Public API.
 
 Session::Session(std::unique_ptr<SessionImpl> impl) : impl_(std::move(impl)) {}
@@ -347,6 +360,12 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
                                                  const std::vector<std::string>& output_names,
                                                  const RunOptions& run) const {
   return GuardExceptions([&] { return impl_->Run(feeds, output_names, &run); });
+}
+
+absl::StatusOr<std::vector<std::vector<Tensor>>> Session::RunBatch(const std::vector<std::vector<Feed>>& feeds,
+                                                                   const std::vector<std::string>& output_names,
+                                                                   const RunOptions& run) const {
+  return GuardExceptions([&] { return impl_->RunBatch(feeds, output_names, &run); });
 }
 
 const QdqFusionSummary& Session::qdq_fusion() const { return impl_->qdq_fusion(); }

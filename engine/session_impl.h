@@ -42,6 +42,10 @@ class SessionImpl {
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names,
                                           const RunOptions* run = nullptr) const;
+  // Session::RunBatch.
+  absl::StatusOr<std::vector<std::vector<Tensor>>> RunBatch(const std::vector<std::vector<Feed>>& feeds,
+                                                            const std::vector<std::string>& output_names,
+                                                            const RunOptions* run = nullptr) const;
 
  private:
   absl::Status CheckFeed(const IOInfo& info, const Value& v) const;

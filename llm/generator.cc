@@ -279,6 +279,18 @@ std::vector<Feed> Generator::Feeds(const std::vector<int64_t>& sequence, size_t 
   return feeds;
 }
 
+std::vector<Tensor> Generator::EmptyCache() const {
+  std::vector<Tensor> cache;
+  for (const CacheSlot& c : cache_) cache.push_back(Tensor::Empty(c.dtype, c.empty_shape));
+  return cache;
+}
+
+std::vector<std::string> Generator::CacheOutputs() const {
+  std::vector<std::string> names;
+  for (const CacheSlot& c : cache_) names.push_back(c.output);
+  return names;
+}
+
 absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                                      const TokenCallback& on_token) const {
   static const RunOptions kUnbounded;
@@ -297,12 +309,8 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
   result.prompt_tokens = static_cast<int>(prompt.size());
   std::vector<int64_t> sequence(prompt.begin(), prompt.end());
   const bool has_cache = layout_ != CacheLayout::kNone;
-  std::vector<Tensor> cache;
-  std::vector<std::string> cache_outputs;
-  for (const CacheSlot& c : cache_) {
-    cache.push_back(Tensor::Empty(c.dtype, c.empty_shape));
-    cache_outputs.push_back(c.output);
-  }
+  std::vector<Tensor> cache = EmptyCache();
+  const std::vector<std::string> cache_outputs = CacheOutputs();
   std::vector<std::string> step_outputs = {"logits"};
   step_outputs.insert(step_outputs.end(), cache_outputs.begin(), cache_outputs.end());
   std::vector<float> widened;  // the last row of float16 logits, as float32

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -80,6 +81,7 @@ class ONEINFER_API Generator {
                                             const TokenCallback& on_token = nullptr) const;
 
  private:
+  friend class BatchGenerator;  // drives the same convention for many sequences
   explicit Generator(const Session& s);
   // One cache tensor: the input it is fed as, the output it comes back from, and its empty form
   // for the first step (defined in llm/generator.cc).
@@ -87,6 +89,9 @@ class ONEINFER_API Generator {
   // The feeds of one forward pass over sequence[first, first + count) with `cache` holding first tokens.
   std::vector<Feed> Feeds(const std::vector<int64_t>& sequence, size_t first, size_t count,
                           const std::vector<Tensor>& cache) const;
+  // The cache of a sequence that holds no tokens yet, and the outputs the next cache comes from.
+  std::vector<Tensor> EmptyCache() const;
+  std::vector<std::string> CacheOutputs() const;
 
   const Session& session_;
   CacheLayout layout_ = CacheLayout::kNone;

@@ -137,6 +137,16 @@ class ONEINFER_API Session {
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds, const std::vector<std::string>& output_names,
                                           const RunOptions& run) const;
 
+  // Runs several independent feed sets in one pass (continuous batching): node by node for all
+  // of them, and a node whose output rows depend only on the matching rows of one input (a
+  // MatMul, Gemm or quantised product with a constant weight) runs once over every set's rows,
+  // so each weight is read once per pass. Result i holds set i's outputs; each equals what Run
+  // returns for that set alone, bit for bit (the kernels compute a row the same way whatever
+  // the number of rows). An error in any set fails the whole pass.
+  absl::StatusOr<std::vector<std::vector<Tensor>>> RunBatch(const std::vector<std::vector<Feed>>& feeds,
+                                                            const std::vector<std::string>& output_names,
+                                                            const RunOptions& run) const;
+
   // The QDQ fusion's report for this session (empty when SessionOptions::qdq_fusion is false
   // or ONEINFER_QDQ=0).
   const QdqFusionSummary& qdq_fusion() const;

@@ -1,0 +1,231 @@
+// Continuous batching: Session::RunBatch and BatchGenerator. Every sequence in a batch must get
+// exactly what it gets alone: the same output bits from RunBatch as from Run, the same tokens
+// from BatchGenerator as from Generator::Generate, whatever runs beside it and whenever it joins.
+#include "oneinfer/batch_generator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "oneinfer/convert.h"
+#include "oneinfer/generator.h"
+#include "oneinfer/session.h"
+#include "tests/test_util.h"
+
+namespace oneinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
+}
+
+std::vector<int32_t> Prompt(int n, int salt) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(100 + 37 * salt + 11 * i);
+  return ids;
+}
+
+std::vector<int32_t> Alone(const Session& s, const std::vector<int32_t>& prompt, const SequenceOptions& o,
+                                  int prefill_chunk = 256) {
+  auto gen = Generator::Create(s);
+  EXPECT_TRUE(gen.ok()) << gen.status();
+  GenerateOptions go;
+  go.max_new_tokens = o.max_new_tokens;
+  go.sampling = o.sampling;
+  go.stop_ids = o.stop_ids;
+  go.prefill_chunk = prefill_chunk;
+  auto r = (*gen)->Generate(prompt, go);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->generated_ids : std::vector<int32_t>{};
+}
+
+// A random tiny Qwen3 with its stacked cache, loaded as float32 and as dynamic int8.
+class Batching : public ::testing::TestWithParam<MatMulPrecision> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::TempDir("batching"));
+    RandomQwen3Options ro;
+    ro.seed = 5;
+    ASSERT_TRUE(WriteRandomQwen3((*dir_ / "ckpt").string(), ro).ok());
+    ExportQwen3Options eo;
+    eo.cached = true;
+    auto r = ExportQwen3((*dir_ / "ckpt").string(), (*dir_ / "model.onnx").string(), eo);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  static void TearDownTestSuite() {
+    sessions_.clear();
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  const Session& session() {
+    auto& s = sessions_[GetParam()];
+    if (!s) {
+      SessionOptions so;
+      so.num_threads = 2;
+      so.matmul = GetParam();
+      auto loaded = Session::Load((*dir_ / "model.onnx").string(), so);
+      EXPECT_TRUE(loaded.ok()) << loaded.status();
+      s = std::move(*loaded);
+    }
+    return *s;
+  }
+  static fs::path* dir_;
+  static std::map<MatMulPrecision, std::unique_ptr<Session>> sessions_;
+};
+fs::path* Batching::dir_ = nullptr;
+std::map<MatMulPrecision, std::unique_ptr<Session>> Batching::sessions_;
+
+// Runs b until every sequence finishes, collecting each one's tokens (joining ones as they come).
+std::map<int64_t, std::vector<int32_t>> Drain(BatchGenerator& b, std::map<int64_t, FinishReason>* finish = nullptr) {
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  for (int guard = 0; b.active() > 0 && guard < 1000; ++guard) {
+    auto events = b.Step();
+    EXPECT_TRUE(events.ok()) << events.status();
+    if (!events.ok()) break;
+    for (const SequenceEvent& e : *events) {
+      if (e.has_token) tokens[e.id].push_back(e.token);
+      if (finish && e.finish != FinishReason::kNone) (*finish)[e.id] = e.finish;
+    }
+  }
+  return tokens;
+}
+
+TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
+  const Session& s = session();
+  auto gen = Generator::Create(s);
+  ASSERT_TRUE(gen.ok());
+  // Three sets at different points: a 7-token prompt, a 1-token step over a 5-token cache, a 3-token prompt.
+  std::vector<std::vector<Feed>> sets;
+  Shape past;
+  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
+  past[1] = 1;
+  auto prompt_feeds = [&](const std::vector<int32_t>& ids, const Tensor& cache) {
+    std::vector<int64_t> v(ids.begin(), ids.end());
+    return std::vector<Feed>{{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)},
+                             {"past_kv", cache}};
+  };
+  past[3] = 0;
+  const Tensor empty = Tensor::Empty(DType::kFloat32, past);
+  auto warm = s.Run(prompt_feeds(Prompt(5, 2), empty), {"present_kv"});
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  sets.push_back(prompt_feeds(Prompt(7, 1), empty));
+  sets.push_back(prompt_feeds({42}, (*warm)[0]));
+  sets.push_back(prompt_feeds(Prompt(3, 3), empty));
+  RunOptions run;
+  auto batch = s.RunBatch(sets, {"logits", "present_kv"}, run);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), sets.size());
+  for (size_t i = 0; i < sets.size(); ++i) {
+    auto alone = s.Run(sets[i], {"logits", "present_kv"});
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    for (size_t o = 0; o < 2; ++o) EXPECT_TRUE(SameBits((*batch)[i][o], (*alone)[o])) << "set " << i << " output " << o;
+  }
+}
+
+TEST_P(Batching, SequencesJoiningARunningBatchGetTheirLoneTokens) {
+  const Session& s = session();
+  BatchOptions bo;
+  bo.max_sequences = 4;
+  auto b = BatchGenerator::Create(s, bo);
+  ASSERT_TRUE(b.ok()) << b.status();
+  SequenceOptions greedy;
+  greedy.max_new_tokens = 10;
+  SequenceOptions sampled = greedy;
+  sampled.sampling.temperature = 0.8f;
+  sampled.sampling.top_k = 40;
+  sampled.sampling.top_p = 0.9f;
+  sampled.sampling.seed = 7;
+  const std::vector<std::pair<std::vector<int32_t>, SequenceOptions>> requests = {
+      {Prompt(9, 1), greedy}, {Prompt(4, 2), sampled}, {Prompt(13, 3), greedy}, {Prompt(1, 4), sampled}};
+  std::map<int64_t, size_t> request_of;
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  // Two start together; the others join after two and five steps.
+  for (size_t r = 0; r < 2; ++r) request_of[*(*b)->Add(requests[r].first, requests[r].second)] = r;
+  for (int step = 0; step < 8; ++step) {
+    if (step == 2) request_of[*(*b)->Add(requests[2].first, requests[2].second)] = 2;
+    if (step == 5) request_of[*(*b)->Add(requests[3].first, requests[3].second)] = 3;
+    auto events = (*b)->Step();
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const SequenceEvent& e : *events) if (e.has_token) tokens[e.id].push_back(e.token);
+  }
+  for (auto& [id, t] : Drain(**b)) tokens[id].insert(tokens[id].end(), t.begin(), t.end());
+  ASSERT_EQ(tokens.size(), requests.size());
+  for (const auto& [id, got] : tokens) {
+    const auto& [prompt, options] = requests[request_of[id]];
+    EXPECT_EQ(got, Alone(s, prompt, options)) << "request " << request_of[id];
+  }
+}
+
+TEST_P(Batching, LongPromptsAreChunkedAsGenerateChunksThem) {
+  const Session& s = session();
+  BatchOptions bo;
+  bo.prefill_chunk = 4;
+  auto b = BatchGenerator::Create(s, bo);
+  ASSERT_TRUE(b.ok()) << b.status();
+  SequenceOptions o;
+  o.max_new_tokens = 6;
+  const int64_t a = *(*b)->Add(Prompt(11, 5), o);
+  const int64_t c = *(*b)->Add(Prompt(3, 6), o);
+  auto tokens = Drain(**b);
+  EXPECT_EQ(tokens[a], Alone(s, Prompt(11, 5), o, 4));
+  EXPECT_EQ(tokens[c], Alone(s, Prompt(3, 6), o, 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, Batching, ::testing::Values(MatMulPrecision::kFloat32, MatMulPrecision::kInt8),
+                         [](const auto& info) { return info.param == MatMulPrecision::kInt8 ? "int8" : "float32"; });
+
+TEST(BatchGenerator, SlotsStopsCancelAndBadRequests) {
+  const fs::path dir = testing::TempDir("batching_slots");
+  RandomQwen3Options ro;
+  ASSERT_TRUE(WriteRandomQwen3((dir / "ckpt").string(), ro).ok());
+  ExportQwen3Options eo;
+  eo.cached = true;
+  ASSERT_TRUE(ExportQwen3((dir / "ckpt").string(), (dir / "model.onnx").string(), eo).ok());
+  auto s = Session::Load((dir / "model.onnx").string());
+  ASSERT_TRUE(s.ok());
+  BatchOptions bo;
+  bo.max_sequences = 2;
+  bo.context = 12;
+  auto b = BatchGenerator::Create(**s, bo);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->context(), 12);
+  SequenceOptions o;
+  o.max_new_tokens = 100;
+  EXPECT_EQ((*b)->Add({}, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*b)->Add(Prompt(13, 1), o).status().code(), absl::StatusCode::kInvalidArgument);  // past the context
+  EXPECT_EQ((*b)->Add({-1}, o).status().code(), absl::StatusCode::kInvalidArgument);
+  SequenceOptions none = o;
+  none.max_new_tokens = 0;
+  EXPECT_EQ((*b)->Add({5}, none).status().code(), absl::StatusCode::kInvalidArgument);
+  const int64_t first = *(*b)->Add(Prompt(10, 1), o);
+  const int64_t second = *(*b)->Add(Prompt(2, 2), o);
+  EXPECT_EQ((*b)->Add({5}, o).status().code(), absl::StatusCode::kResourceExhausted);
+  (*b)->Cancel(second);
+  std::map<int64_t, FinishReason> finish;
+  auto tokens = Drain(**b, &finish);
+  EXPECT_EQ(finish[second], FinishReason::kCancelled);
+  EXPECT_TRUE(tokens[second].empty());
+  // 10 prompt tokens + 3 generated pass the context of 12 after the third.
+  EXPECT_EQ(finish[first], FinishReason::kLength);
+  EXPECT_EQ(tokens[first].size(), 3u);
+  // A stop id ends a sequence with kStop, the id included.
+  const std::vector<int32_t> lone = Alone(**s, Prompt(2, 2), o);
+  SequenceOptions stop = o;
+  stop.stop_ids = {lone[1]};
+  const int64_t third = *(*b)->Add(Prompt(2, 2), stop);
+  tokens = Drain(**b, &finish);
+  EXPECT_EQ(finish[third], FinishReason::kStop);
+  const auto at = std::find(lone.begin(), lone.end(), lone[1]);
+  EXPECT_EQ(tokens[third], std::vector<int32_t>(lone.begin(), at + 1));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace oneinfer
