@@ -24,9 +24,9 @@ struct KernelTier {
 
 namespace kernel_tier_internal {
 inline bool Anywhere(const CpuFeatures&) { return true; }
-inline bool FloatAvx2(const CpuFeatures& c) { return c.avx2 && c.fma; }
+inline bool FloatAvx2(const CpuFeatures& c) { return c.avx2 && c.fma && c.f16c; }  // F16C: float16 panels
 inline bool FloatAvx512(const CpuFeatures& c) {
-  return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.fma;
+  return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.fma && c.f16c;
 }
 inline bool Int8Avx2(const CpuFeatures& c) { return c.avx2; }
 inline bool Avx512Vnni(const CpuFeatures& c) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -315,19 +316,9 @@ ExecutionPlan::Schedule ExecutionPlan::PrunedSchedule(const std::vector<bool>& w
   return schedule;
 }
 
-absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
-                                                          const OuterLookup& outer, const RunControl& run,
-                                                          const std::vector<bool>& wanted) const {
-  if (!wanted.empty() && wanted.size() != output_slots_.size()) {
-    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
-  }
-  // A run that wants every output takes the plan's own schedule (no copy).
-  const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
-  Schedule pruned;
-  if (prune) pruned = PrunedSchedule(wanted);
-  const size_t count = prune ? pruned.steps.size() : steps_.size();
-  std::vector<const Value*> ptr(slots_.size(), nullptr);
-  std::vector<Value> owned(slots_.size());
+absl::Status ExecutionPlan::BindSlots(const std::vector<const Value*>& inputs, const OuterLookup& outer,
+                                      std::vector<const Value*>& ptr) const {
+  ptr.assign(slots_.size(), nullptr);
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
     switch (slot.kind) {
@@ -352,6 +343,85 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
         break;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ExecutionPlan::RunStep(const Step& step, std::vector<const Value*>& ptr, std::vector<Value>& owned,
+                                    const RunControl& run, const std::vector<int>& release) const {
+  const Node& n = *step.node;
+  if (!step.accepts_non_tensors) {
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      if (step.inputs[i] < 0) continue;
+      const Value* v = ptr[static_cast<size_t>(step.inputs[i])];
+      if (v == nullptr) return absl::InternalError(absl::StrCat(n.Describe(), ": input '", n.inputs[i], "' was not computed"));
+      if (!v->is_tensor()) {
+        return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": input '", n.inputs[i], "' is ", KindName(*v),
+                                                       ", expected a tensor"));
+      }
+    }
+  }
+  PlanContext ctx(*this, step, ptr, owned, run, release);
+  absl::Status s;
+  try {
+    s = step.kernel->Compute(ctx);
+  } catch (const std::bad_alloc& e) {
+    // Allocations return references (OpContext::AllocateOutput), so running out of memory or
+    // asking for an impossible size arrives as an exception: it becomes this node's error.
+    s = absl::ResourceExhaustedError(e.what());
+  } catch (const std::length_error& e) {
+    // A std::vector or string sized from data past max_size().
+    s = absl::ResourceExhaustedError(absl::StrCat("a size from the data is too large (", e.what(), ")"));
+  } catch (const std::exception& e) {
+    s = absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
+  }
+  if (!s.ok()) return WithNode(s, n);
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (!ctx.produced(i)) {
+      return absl::InternalError(absl::StrCat(n.Describe(), ": the kernel did not produce output '", n.outputs[i], "'"));
+    }
+  }
+  Release(release, ptr, owned);
+  return absl::OkStatus();
+}
+
+void ExecutionPlan::Release(const std::vector<int>& release, std::vector<const Value*>& ptr, std::vector<Value>& owned) {
+  for (int r : release) {
+    owned[static_cast<size_t>(r)] = Value();
+    ptr[static_cast<size_t>(r)] = nullptr;
+  }
+}
+
+absl::StatusOr<std::vector<Value>> ExecutionPlan::Collect(const std::vector<const Value*>& ptr,
+                                                          const std::vector<bool>& wanted) const {
+  std::vector<Value> results;
+  results.reserve(output_slots_.size());
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    const int s = output_slots_[i];
+    const Value* v = ptr[static_cast<size_t>(s)];
+    if (v == nullptr && !wanted.empty() && !wanted[i]) {
+      results.emplace_back();
+      continue;
+    }
+    if (v == nullptr) return absl::InternalError(absl::StrCat("output '", slots_[static_cast<size_t>(s)].name, "' was not computed"));
+    results.push_back(*v);
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
+                                                          const OuterLookup& outer, const RunControl& run,
+                                                          const std::vector<bool>& wanted) const {
+  if (!wanted.empty() && wanted.size() != output_slots_.size()) {
+    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
+  }
+  // A run that wants every output takes the plan's own schedule (no copy).
+  const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
+  Schedule pruned;
+  if (prune) pruned = PrunedSchedule(wanted);
+  const size_t count = prune ? pruned.steps.size() : steps_.size();
+  std::vector<const Value*> ptr;
+  std::vector<Value> owned(slots_.size());
+  if (absl::Status bound = BindSlots(inputs, outer, ptr); !bound.ok()) return bound;
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> ends;
   Clock::time_point start;
@@ -362,44 +432,9 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
   for (size_t j = 0; j < count; ++j) {
     const size_t k = prune ? pruned.steps[j] : j;
     const Step& step = steps_[k];
-    const Node& n = *step.node;
-    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, n);  // names where it stopped
-    if (!step.accepts_non_tensors) {
-      for (size_t i = 0; i < step.inputs.size(); ++i) {
-        if (step.inputs[i] < 0) continue;
-        const Value* v = ptr[static_cast<size_t>(step.inputs[i])];
-        if (v == nullptr) return absl::InternalError(absl::StrCat(n.Describe(), ": input '", n.inputs[i], "' was not computed"));
-        if (!v->is_tensor()) {
-          return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": input '", n.inputs[i], "' is ", KindName(*v),
-                                                         ", expected a tensor"));
-        }
-      }
-    }
+    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);  // names where it stopped
     const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
-    PlanContext ctx(*this, step, ptr, owned, run, release);
-    absl::Status s;
-    try {
-      s = step.kernel->Compute(ctx);
-    } catch (const std::bad_alloc& e) {
-      // Allocations return references (OpContext::AllocateOutput), so running out of memory or
-      // asking for an impossible size arrives as an exception: it becomes this node's error.
-      s = absl::ResourceExhaustedError(e.what());
-    } catch (const std::length_error& e) {
-      // A std::vector or string sized from data past max_size().
-      s = absl::ResourceExhaustedError(absl::StrCat("a size from the data is too large (", e.what(), ")"));
-    } catch (const std::exception& e) {
-      s = absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
-    }
-    if (!s.ok()) return WithNode(s, n);
-    for (size_t i = 0; i < step.outputs.size(); ++i) {
-      if (!ctx.produced(i)) {
-        return absl::InternalError(absl::StrCat(n.Describe(), ": the kernel did not produce output '", n.outputs[i], "'"));
-      }
-    }
-    for (int r : release) {
-      owned[static_cast<size_t>(r)] = Value();
-      ptr[static_cast<size_t>(r)] = nullptr;
-    }
+    if (absl::Status s = RunStep(step, ptr, owned, run, release); !s.ok()) return s;
     if (profile_) ends[j] = Clock::now();
   }
   if (profile_) {
@@ -410,19 +445,122 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
     }
     LogProfile(start, ran, ends);
   }
-  std::vector<Value> results;
-  results.reserve(output_slots_.size());
-  for (size_t i = 0; i < output_slots_.size(); ++i) {
-    const int s = output_slots_[i];
-    const Value* v = ptr[static_cast<size_t>(s)];
-    if (v == nullptr && prune && !wanted[i]) {
-      results.emplace_back();
-      continue;
+  return Collect(ptr, prune ? wanted : std::vector<bool>{});
+}
+
+absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
+    const std::vector<std::vector<const Value*>>& inputs, const RunControl& run, const std::vector<bool>& wanted,
+    int* stacked_steps) const {
+  if (!wanted.empty() && wanted.size() != output_slots_.size()) {
+    return absl::InternalError(absl::StrCat("ExecuteBatch: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
+  }
+  const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
+  Schedule pruned;
+  if (prune) pruned = PrunedSchedule(wanted);
+  const size_t count = prune ? pruned.steps.size() : steps_.size();
+  const size_t members = inputs.size();
+  if (stacked_steps != nullptr) *stacked_steps = 0;
+  std::vector<std::vector<const Value*>> ptr(members);
+  std::vector<std::vector<Value>> owned(members, std::vector<Value>(slots_.size()));
+  for (size_t b = 0; b < members; ++b) {
+    if (absl::Status bound = BindSlots(inputs[b], nullptr, ptr[b]); !bound.ok()) return bound;
+  }
+  // Every member takes each step before any takes the next: a row-wise step runs once over all
+  // their rows, the others once per member.
+  for (size_t j = 0; j < count; ++j) {
+    const size_t k = prune ? pruned.steps[j] : j;
+    const Step& step = steps_[k];
+    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);
+    const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
+    if (members > 1 && step.kernel->RowwiseInput() >= 0) {
+      auto stacked = RunStacked(step, ptr, owned, run, release);
+      if (!stacked.ok()) return stacked.status();
+      if (*stacked) {
+        if (stacked_steps != nullptr) ++*stacked_steps;
+        continue;
+      }
     }
-    if (v == nullptr) return absl::InternalError(absl::StrCat("output '", slots_[static_cast<size_t>(s)].name, "' was not computed"));
-    results.push_back(*v);
+    for (size_t b = 0; b < members; ++b) {
+      if (absl::Status s = RunStep(step, ptr[b], owned[b], run, release); !s.ok()) return s;
+    }
+  }
+  std::vector<std::vector<Value>> results;
+  results.reserve(members);
+  for (size_t b = 0; b < members; ++b) {
+    auto r = Collect(ptr[b], prune ? wanted : std::vector<bool>{});
+    if (!r.ok()) return r.status();
+    results.push_back(std::move(*r));
   }
   return results;
+}
+
+absl::StatusOr<bool> ExecutionPlan::RunStacked(const Step& step, std::vector<std::vector<const Value*>>& ptr,
+                                               std::vector<std::vector<Value>>& owned, const RunControl& run,
+                                               const std::vector<int>& release) const {
+  const int row_input = step.kernel->RowwiseInput();
+  if (step.outputs.size() != 1 || step.outputs[0] < 0 || static_cast<size_t>(row_input) >= step.inputs.size() ||
+      step.inputs[static_cast<size_t>(row_input)] < 0 || !step.implicit_inputs.empty()) {
+    return false;
+  }
+  const size_t rs = static_cast<size_t>(step.inputs[static_cast<size_t>(row_input)]);
+  // The other inputs must be one value shared by every member (a constant weight, scales).
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    if (static_cast<int>(i) == row_input || step.inputs[i] < 0) continue;
+    const size_t s = static_cast<size_t>(step.inputs[i]);
+    if (s == rs) return false;
+    for (const auto& p : ptr) if (p[s] != ptr[0][s]) return false;
+  }
+  // The members' row inputs: tensors of one dtype and one row width (a bad one is left to the
+  // per-member path, which reports it).
+  const Value* first = ptr[0][rs];
+  if (first == nullptr || !first->is_tensor() || first->tensor.rank() < 1) return false;
+  const DType dtype = first->tensor.dtype();
+  const int64_t width = first->tensor.dim(-1);
+  if (width <= 0 || dtype == DType::kString) return false;
+  std::vector<int64_t> rows;
+  int64_t total = 0;
+  for (const auto& p : ptr) {
+    const Value* v = p[rs];
+    if (v == nullptr || !v->is_tensor() || v->tensor.dtype() != dtype || v->tensor.rank() < 1 ||
+        v->tensor.dim(-1) != width) {
+      return false;
+    }
+    rows.push_back(v->tensor.num_elements() / width);
+    total += rows.back();
+  }
+  Value stacked = Value::FromTensor(res_.allocator->Allocate(dtype, {total, width}, /*zero=*/false));
+  const size_t row_bytes = static_cast<size_t>(width) * DTypeSize(dtype);
+  char* dst = static_cast<char*>(stacked.tensor.raw_data());
+  for (size_t b = 0; b < ptr.size(); ++b) {
+    std::memcpy(dst, ptr[b][rs]->tensor.raw_data(), static_cast<size_t>(rows[b]) * row_bytes);
+    dst += static_cast<size_t>(rows[b]) * row_bytes;
+  }
+  // Member 0's context computes the stacked rows; its releases wait until the rows are split.
+  const Value* own_rows = ptr[0][rs];
+  ptr[0][rs] = &stacked;
+  absl::Status s = RunStep(step, ptr[0], owned[0], run, {});
+  ptr[0][rs] = own_rows;
+  if (!s.ok()) return s;
+  const size_t os = static_cast<size_t>(step.outputs[0]);
+  Value out = owned[0][os];
+  if (!out.is_tensor() || out.tensor.rank() != 2 || out.tensor.dim(0) != total) {
+    return absl::InternalError(absl::StrCat(step.node->Describe(), ": a row-wise kernel gave ",
+                                            out.is_tensor() ? ShapeToString(out.tensor.shape()) : "a non-tensor",
+                                            " for ", total, " stacked rows"));
+  }
+  // Each member's output is its rows of the one result (a view sharing its storage).
+  const int64_t out_width = out.tensor.dim(1);
+  const size_t out_row_bytes = static_cast<size_t>(out_width) * DTypeSize(out.tensor.dtype());
+  char* src = static_cast<char*>(out.tensor.raw_data());
+  for (size_t b = 0; b < ptr.size(); ++b) {
+    Shape shape = ptr[b][rs]->tensor.shape();
+    shape.back() = out_width;
+    owned[b][os] = Value::FromTensor(Tensor::Wrap(out.tensor.dtype(), std::move(shape), out.tensor.holder(), src));
+    ptr[b][os] = &owned[b][os];
+    src += static_cast<size_t>(rows[b]) * out_row_bytes;
+    Release(release, ptr[b], owned[b]);
+  }
+  return true;
 }
 
 void ExecutionPlan::LogProfile(std::chrono::steady_clock::time_point start, const std::vector<size_t>& ran,

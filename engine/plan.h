@@ -44,6 +44,16 @@ class ExecutionPlan : public SubgraphRunner {
                                              const OuterLookup& outer, const RunControl& run = {},
                                              const std::vector<bool>& wanted = {}) const;
 
+  // Runs several independent input sets (top-level graphs only) in lockstep: each step for every
+  // set before the next step. A step whose kernel is row-wise (OpKernel::RowwiseInput) runs once
+  // over the sets' rows stacked, and each set gets its rows of the result; the others run once per
+  // set. Returns each set's outputs as Execute would.
+  // stacked_steps (optional): how many steps ran once over the stacked rows.
+  absl::StatusOr<std::vector<std::vector<Value>>> ExecuteBatch(const std::vector<std::vector<const Value*>>& inputs,
+                                                               const RunControl& run = {},
+                                                               const std::vector<bool>& wanted = {},
+                                                               int* stacked_steps = nullptr) const;
+
   // SubgraphRunner
   const Graph& graph() const override { return *graph_; }
   absl::StatusOr<std::vector<Value>> Run(OpContext& outer, std::vector<Value> inputs) const override;
@@ -84,6 +94,20 @@ class ExecutionPlan : public SubgraphRunner {
   };
 
   ExecutionPlan() = default;
+  // Points every slot of one run at its constant, feed or outer value (node outputs: null).
+  absl::Status BindSlots(const std::vector<const Value*>& inputs, const OuterLookup& outer,
+                         std::vector<const Value*>& ptr) const;
+  // Runs one step of one run, then releases `release`.
+  absl::Status RunStep(const Step& step, std::vector<const Value*>& ptr, std::vector<Value>& owned,
+                       const RunControl& run, const std::vector<int>& release) const;
+  static void Release(const std::vector<int>& release, std::vector<const Value*>& ptr, std::vector<Value>& owned);
+  // A row-wise step over every member's rows at once; false (nothing run) when their inputs do
+  // not stack (different widths or dtypes, a non-shared operand).
+  absl::StatusOr<bool> RunStacked(const Step& step, std::vector<std::vector<const Value*>>& ptr,
+                                  std::vector<std::vector<Value>>& owned, const RunControl& run,
+                                  const std::vector<int>& release) const;
+  // The graph outputs of one run (an output not wanted comes back empty).
+  absl::StatusOr<std::vector<Value>> Collect(const std::vector<const Value*>& ptr, const std::vector<bool>& wanted) const;
   // For the steps run in `order` (indices into steps_): the node outputs to release after each,
   // i.e. after their last reader among them (graph outputs are kept).
   std::vector<std::vector<int>> ReleaseLists(const std::vector<size_t>& order) const;

@@ -216,9 +216,8 @@ absl::Status SessionImpl::CheckFeed(const IOInfo& info, const Value& v) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
-    const std::vector<std::pair<std::string, Value>>& feeds, const RunOptions* run,
-    const std::vector<bool>& wanted) const {
+absl::StatusOr<std::vector<const Value*>> SessionImpl::BindFeeds(
+    const std::vector<std::pair<std::string, Value>>& feeds) const {
   const Graph& g = *graph_;
   std::vector<const Value*> by_index(g.inputs.size(), nullptr);
   for (const auto& [name, value] : feeds) {
@@ -257,62 +256,113 @@ absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
       }
     }
   }
+  return by_index;
+}
+
+namespace {
+
+RunControl ControlOf(const RunOptions* run) {
   RunControl control;
   if (run != nullptr) {
     control.cancel = &run->cancel;
     control.deadline = run->deadline;
   }
-  auto results = GuardExceptions([&] { return plan_->Execute(by_index, nullptr, control, wanted); });
+  return control;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
+    const std::vector<std::pair<std::string, Value>>& feeds, const RunOptions* run,
+    const std::vector<bool>& wanted) const {
+  auto by_index = BindFeeds(feeds);
+  if (!by_index.ok()) return by_index.status();
+  const RunControl control = ControlOf(run);
+  auto results = GuardExceptions([&] { return plan_->Execute(*by_index, nullptr, control, wanted); });
   for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);  // does nothing unless mapped
   return results;
 }
 
-absl::StatusOr<std::vector<Tensor>> SessionImpl::Run(const std::vector<Feed>& feeds,
-                                                     const std::vector<std::string>& output_names,
-                                                     const RunOptions* run) const {
+absl::StatusOr<std::vector<std::pair<std::string, Value>>> SessionImpl::FeedValues(const std::vector<Feed>& feeds) {
   std::vector<std::pair<std::string, Value>> values;
   values.reserve(feeds.size());
   for (const auto& [name, t] : feeds) {
     if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is an empty tensor handle"));
     values.emplace_back(name, Value::FromTensor(t));
   }
-  std::vector<size_t> picked;  // output index of each name
+  return values;
+}
+
+absl::Status SessionImpl::PickOutputs(const std::vector<std::string>& output_names, std::vector<size_t>* picked,
+                                      std::vector<bool>* wanted) const {
   for (const std::string& name : output_names) {
     size_t i = 0;
     while (i < outputs_.size() && outputs_[i].name != name) ++i;
     if (i == outputs_.size()) return absl::InvalidArgumentError(absl::StrCat("unknown output '", name, "'"));
-    picked.push_back(i);
+    picked->push_back(i);
   }
-  std::vector<bool> wanted;
-  if (!picked.empty()) {
-    wanted.assign(outputs_.size(), false);
-    for (size_t i : picked) wanted[i] = true;
+  if (!picked->empty()) {
+    wanted->assign(outputs_.size(), false);
+    for (size_t i : *picked) (*wanted)[i] = true;
   } else {
-    picked.resize(outputs_.size());
-    for (size_t i = 0; i < picked.size(); ++i) picked[i] = i;
+    picked->resize(outputs_.size());
+    for (size_t i = 0; i < picked->size(); ++i) (*picked)[i] = i;
   }
-  auto results = RunValues(values, run, wanted);
-  if (!results.ok()) return results.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> SessionImpl::Picked(const std::vector<Value>& results, const std::vector<size_t>& picked) const {
   std::vector<Tensor> out;
   out.reserve(picked.size());
   for (size_t i : picked) {
-    if (!(*results)[i].is_tensor()) {
+    if (!results[i].is_tensor()) {
       return absl::InvalidArgumentError(absl::StrCat("output '", outputs_[i].name, "' is not a tensor; use RunValues"));
     }
-    out.push_back((*results)[i].tensor);
+    out.push_back(results[i].tensor);
   }
   return out;
 }
 
+absl::StatusOr<std::vector<Tensor>> SessionImpl::Run(const std::vector<Feed>& feeds,
+                                                     const std::vector<std::string>& output_names,
+                                                     const RunOptions* run) const {
+  auto values = FeedValues(feeds);
+  if (!values.ok()) return values.status();
+  std::vector<size_t> picked;
+  std::vector<bool> wanted;
+  if (absl::Status s = PickOutputs(output_names, &picked, &wanted); !s.ok()) return s;
+  auto results = RunValues(*values, run, wanted);
+  if (!results.ok()) return results.status();
+  return Picked(*results, picked);
+}
+
 absl::StatusOr<std::vector<std::vector<Tensor>>> SessionImpl::RunBatch(const std::vector<std::vector<Feed>>& feeds,
                                                                        const std::vector<std::string>& output_names,
-                                                                       const RunOptions* run) const {
+                                                                       const RunOptions* run, int* stacked_steps) const {
+  std::vector<size_t> picked;
+  std::vector<bool> wanted;
+  if (absl::Status s = PickOutputs(output_names, &picked, &wanted); !s.ok()) return s;
+  std::vector<std::vector<std::pair<std::string, Value>>> values;
+  std::vector<std::vector<const Value*>> bound;
+  values.reserve(feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    auto v = FeedValues(feeds[i]);
+    if (!v.ok()) return v.status();
+    values.push_back(std::move(*v));
+    auto b = BindFeeds(values.back());
+    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("feed set ", i, ": ", b.status().message()));
+    bound.push_back(std::move(*b));
+  }
+  const RunControl control = ControlOf(run);
+  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, wanted, stacked_steps); });
+  for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);
+  if (!results.ok()) return results.status();
   std::vector<std::vector<Tensor>> out;
-  out.reserve(feeds.size());
-  for (const std::vector<Feed>& set : feeds) {
-    auto r = Run(set, output_names, run);
-    if (!r.ok()) return r.status();
-    out.push_back(std::move(*r));
+  out.reserve(results->size());
+  for (const std::vector<Value>& r : *results) {
+    auto p = Picked(r, picked);
+    if (!p.ok()) return p.status();
+    out.push_back(std::move(*p));
   }
   return out;
 }

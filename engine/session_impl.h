@@ -42,13 +42,22 @@ class SessionImpl {
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names,
                                           const RunOptions* run = nullptr) const;
-  // Session::RunBatch.
+  // Session::RunBatch; stacked_steps (optional, for tests): the steps run once over all sets' rows.
   absl::StatusOr<std::vector<std::vector<Tensor>>> RunBatch(const std::vector<std::vector<Feed>>& feeds,
                                                             const std::vector<std::string>& output_names,
-                                                            const RunOptions* run = nullptr) const;
+                                                            const RunOptions* run = nullptr,
+                                                            int* stacked_steps = nullptr) const;
 
  private:
   absl::Status CheckFeed(const IOInfo& info, const Value& v) const;
+  // The feeds checked against the graph's inputs: one pointer per graph input (null = its
+  // initializer), pointing into `feeds`.
+  absl::StatusOr<std::vector<const Value*>> BindFeeds(const std::vector<std::pair<std::string, Value>>& feeds) const;
+  static absl::StatusOr<std::vector<std::pair<std::string, Value>>> FeedValues(const std::vector<Feed>& feeds);
+  // Output names -> their indices (all, in graph order, when none are named) and the wanted flags.
+  absl::Status PickOutputs(const std::vector<std::string>& output_names, std::vector<size_t>* picked,
+                           std::vector<bool>* wanted) const;
+  absl::StatusOr<std::vector<Tensor>> Picked(const std::vector<Value>& results, const std::vector<size_t>& picked) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Graph> graph_;

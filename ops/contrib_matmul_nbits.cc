@@ -127,6 +127,9 @@ class MatMulNBitsKernel : public OpKernel {
     kp_ = w_.block_size == 16 ? w_.blocks * kQ4Block : (w_.K + kQ4Block - 1) / kQ4Block * kQ4Block;
   }
 
+  // Each row of A is one row of Y; the 4-bit and float GEMMs compute a row the same way whatever M is.
+  int RowwiseInput() const override { return 0; }
+
   absl::Status PrepareWeights(ThreadPool* pool) const override {
     std::call_once(once_, [&] {
       status_ = w_.bits == 4 ? PackQ4(pool) : PackFloat(pool);

@@ -79,6 +79,12 @@ class OpKernel {
   // false; Compute must still work without it (kernels then prepare on their first run), so
   // implementations guard the work with their own once-flag.
   virtual absl::Status PrepareWeights(ThreadPool* /*pool*/) const { return absl::OkStatus(); }
+  // Continuous batching (ExecutionPlan::ExecuteBatch): the input whose rows (all dimensions but
+  // the last) map one to one onto the rows of the only output, every other input being a value
+  // the runs share (a constant weight); -1 = none. One call over several runs' rows stacked as
+  // [rows, width] must return [rows, out_width] and give each row the same bits as a call over
+  // that run's rows alone: the kernel computes a row the same way whatever the number of rows.
+  virtual int RowwiseInput() const { return -1; }
 };
 
 // What a kernel factory sees at load time.

@@ -150,6 +150,9 @@ class ConstantWeightMatMulKernel : public OpKernel {
     return absl::OkStatus();
   }
 
+  // Each row of A is one row of Y, and the GEMMs compute a row the same way whatever M is.
+  int RowwiseInput() const override { return 0; }
+
   absl::Status Compute(OpContext& ctx) const override {
     if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
     const Tensor& a = ctx.input(0);

@@ -67,6 +67,15 @@ class QdqMatMulKernel : public OpKernel {
     }
   }
 
+  // Row-wise when no parameter is periodic over rows (per-row activation or output scales index
+  // rows by their position in the whole input) and the zero point is not a run-time input.
+  int RowwiseInput() const override {
+    const QdqGemmParams& p = gemm_->params();
+    const bool row_params = p.s_x.size() > 1 || p.zp_x.size() > 1 ||
+                            (p.y_axis == QdqYAxis::kRow && (p.s_y.size() > 1 || p.zp_y.size() > 1));
+    return row_params || runtime_zp_x_ ? -1 : 0;
+  }
+
   absl::Status PrepareWeights(ThreadPool* /*pool*/) const override {
     std::call_once(released_once_, [&] {
       gemm_->Prepare();

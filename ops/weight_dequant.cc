@@ -33,6 +33,9 @@ class WeightDequantMatMulKernel : public OpKernel {
       : name_(std::move(name)), w_(std::move(w)), s_(std::move(s)), zp_(std::move(zp)),
         block_size_(block_size) {}
 
+  // Each row of A is one row of Y; the 4-bit and int8 GEMMs compute a row the same way whatever M is.
+  int RowwiseInput() const override { return 0; }
+
   absl::Status PrepareWeights(ThreadPool* pool) const override {
     std::call_once(once_, [&] {
       status_ = q4() ? PackQ4(pool) : PackS8();

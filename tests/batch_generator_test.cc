@@ -15,6 +15,7 @@
 #include "oneinfer/convert.h"
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
+#include "engine/session_impl.h"
 #include "tests/test_util.h"
 
 namespace oneinfer {
@@ -118,9 +119,12 @@ TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
   sets.push_back(prompt_feeds(Prompt(7, 1), empty));
   sets.push_back(prompt_feeds({42}, (*warm)[0]));
   sets.push_back(prompt_feeds(Prompt(3, 3), empty));
-  RunOptions run;
-  auto batch = s.RunBatch(sets, {"logits", "present_kv"}, run);
+  int stacked = 0;
+  auto batch = s.impl().RunBatch(sets, {"logits", "present_kv"}, nullptr, &stacked);
   ASSERT_TRUE(batch.ok()) << batch.status();
+  // Every MatMul against a weight ran once over the three sets' rows: the rotary frequencies
+  // (positions x inverse frequencies), 7 per layer and the lm_head.
+  EXPECT_EQ(stacked, 1 + 2 * 7 + 1);
   ASSERT_EQ(batch->size(), sets.size());
   for (size_t i = 0; i < sets.size(); ++i) {
     auto alone = s.Run(sets[i], {"logits", "present_kv"});

@@ -161,21 +161,25 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
               int64_t n1) {
   constexpr int64_t P = kSgemmPanel;
   const int64_t mt = m1 - m0;
-  // Decode-sized M: read A in place and stream B exactly once over the full K.
+  // Decode-sized M: read A in place (no packing), all columns per K block.
   const bool direct_a = !p.trans_a && mt <= kDirectMaxM;
   // A single row panel uses each B element once, so packing B would only add traffic.
   const bool direct_b = p.packed == nullptr && !p.trans_b && mt <= t.mr;
-  // float16 panels are widened a cache-sized block at a time into float32 scratch.
+  // float16 panels are widened in register by the decode tiles where the tier has them, else a
+  // cache-sized block at a time into float32 scratch.
   const bool half_b = p.packed != nullptr && p.packed->half();
-  const int64_t kc_max = direct_a && !half_b ? p.K : std::min(kKc, p.K);
-  const int64_t nc_max = direct_a && !half_b ? n1 - n0 : kNc;
+  const bool half_direct = half_b && direct_a && t.tile_direct_a_half != nullptr;
+  // K is split into the same kKc blocks for every M, so each element of C sums its products in
+  // one order whatever the number of rows (batch invariance); decode streams B a block at a time.
+  const int64_t kc_max = std::min(kKc, p.K);
+  const int64_t nc_max = direct_a && (!half_b || half_direct) ? n1 - n0 : kNc;
   if (direct_a && direct_b) {
     t.small_m(mt, n1 - n0, p.K, p.alpha, p.A + m0 * p.lda, p.lda, p.B + n0, p.ldb, p.beta,
               p.C + m0 * p.ldc + n0, p.ldc);
     return;
   }
   float* bbuf = nullptr;
-  if ((p.packed == nullptr && !direct_b) || half_b)
+  if ((p.packed == nullptr && !direct_b) || (half_b && !half_direct))
     bbuf = Scratch(0, kc_max * RoundUp(std::min(nc_max, n1 - n0), P));
   float* abuf = direct_a ? nullptr : Scratch(1, RoundUp(std::min(kMc, mt), t.mr) * kc_max);
 
@@ -184,9 +188,12 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
     for (int64_t pc = 0; pc < p.K; pc += kc_max) {
       const int64_t kc = std::min(kc_max, p.K - pc);
       const float beta = pc == 0 ? p.beta : 1.0f;
-      const float* bblk;
+      const float* bblk = nullptr;
       int64_t b_ks, panel_stride;
-      if (half_b) {
+      if (half_direct) {
+        b_ks = P;
+        panel_stride = p.K * P;
+      } else if (half_b) {
         for (int64_t jp = 0; jp < nc; jp += P)
           WidenHalves(t, p.packed->half_data() + ((jc + jp) / P) * p.K * P + pc * P, bbuf + (jp / P) * kc * P, kc * P);
         bblk = bbuf;
@@ -214,11 +221,15 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
           float* c_row = p.C + (ic + ir) * p.ldc;
           const float* a_panel = direct_a ? p.A + (ic + ir) * p.lda + pc : abuf + ir * kc;
           for (int64_t jr = 0; jr < nc; jr += P) {
-            const float* b_panel = bblk + (jr / P) * panel_stride;
+            const float* b_panel = half_direct ? nullptr : bblk + (jr / P) * panel_stride;
             const int64_t j_end = std::min(nc, jr + P);
             for (int64_t j = jr; j < j_end; j += t.nr) {
               const int64_t nr = std::min(t.nr, j_end - j);
-              if (direct_a)
+              if (half_direct)
+                t.tile_direct_a_half(kc, a_panel, p.lda,
+                                     p.packed->half_data() + ((jc + jr) / P) * p.K * P + pc * P + (j - jr), b_ks,
+                                     c_row + jc + j, p.ldc, mr, nr, p.alpha, beta);
+              else if (direct_a)
                 t.tile_direct_a(kc, a_panel, p.lda, b_panel + (j - jr), b_ks, c_row + jc + j,
                                 p.ldc, mr, nr, p.alpha, beta);
               else

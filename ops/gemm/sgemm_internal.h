@@ -15,6 +15,11 @@ using TileDirectAFn = void (*)(int64_t kc, const float* a, int64_t lda, const fl
                                int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
                                float alpha, float beta);
 
+// Same with b a float16 packed panel (32 columns, zero-padded), widened in register.
+using TileDirectAHalfFn = void (*)(int64_t kc, const float* a, int64_t lda, const uint16_t* b,
+                                   int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                                   float alpha, float beta);
+
 // c[m x n] = alpha * a[m x k] * b[k x n] + beta * c for m <= kDirectMaxM, all row-major in place:
 // streams a few rows of b at a time front to back (GEMV-like, prefetcher-friendly).
 using SmallMFn = void (*)(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -30,6 +35,8 @@ struct SgemmTier {
   TilePackedAFn tile_packed_a;
   TileDirectAFn tile_direct_a;
   SmallMFn small_m;
+  // null: float16 panels are widened into scratch a block at a time instead.
+  TileDirectAHalfFn tile_direct_a_half = nullptr;
 };
 
 extern const SgemmTier kSgemmTierPortable;

@@ -6,17 +6,29 @@
 namespace oneinfer::gemm_internal {
 namespace {
 
-#define ONEINFER_AVX2 __attribute__((target("avx2,fma")))
+#define ONEINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 constexpr int kMr = 6;
 // Sliding window: loading 8 ints at kLaneMask + 8 - n enables the first n lanes.
 alignas(64) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                0,  0,  0,  0,  0,  0,  0,  0};
 
-// c: mr x 16 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 16 (b_ks).
-template <int MR, bool kPackedA, bool kEdge>
+// 8 columns of B as float32: masked past the tile's edge, or float16 widened in register (a
+// float16 panel row is 32 wide and zero-padded, so its loads never leave the panel).
+template <bool kEdge>
+ONEINFER_AVX2 inline __m256 LoadB8(const float* b, __m256i m) {
+  return kEdge ? _mm256_maskload_ps(b, m) : _mm256_loadu_ps(b);
+}
+template <bool kEdge>
+ONEINFER_AVX2 inline __m256 LoadB8(const uint16_t* b, __m256i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+}
+
+// c: mr x 16 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 16 (b_ks), float32
+// or float16 (the same products: widening is exact).
+template <int MR, bool kPackedA, bool kEdge, typename TB = float>
 ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, const float* a, int64_t lda,
-                                                const float* b, int64_t b_ks, float* c,
+                                                const TB* b, int64_t b_ks, float* c,
                                                 int64_t ldc, int64_t nr, float alpha, float beta) {
   __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
   if (kEdge) {
@@ -28,8 +40,8 @@ ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, const float* a, int6
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = kEdge ? _mm256_maskload_ps(b, m0) : _mm256_loadu_ps(b);
-    const __m256 b1 = kEdge ? _mm256_maskload_ps(b + 8, m1) : _mm256_loadu_ps(b + 8);
+    const __m256 b0 = LoadB8<kEdge>(b, m0);
+    const __m256 b1 = LoadB8<kEdge>(b + 8, m1);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m256 av = _mm256_broadcast_ss(kPackedA ? a + k * kMr + r : a + r * lda + k);
@@ -163,9 +175,24 @@ ONEINFER_AVX2 void sgemm_small_m_any__avx2(int64_t m, int64_t n, int64_t k, floa
   }
 }
 
+ONEINFER_AVX2 void sgemm_tile_direct_a_half__avx2(int64_t kc, const float* a, int64_t lda, const uint16_t* b,
+                                                  int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                                                  float alpha, float beta) {
+  switch (mr) {
+#define ONEINFER_CASE(R)                                                                                \
+  case R:                                                                                               \
+    if (nr == 16)                                                                                       \
+      return sgemm_tile_6x16__avx2<R, false, false, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta); \
+    return sgemm_tile_6x16__avx2<R, false, true, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
+#undef ONEINFER_CASE
+  }
+}
+
 }  // namespace
 
 const SgemmTier kSgemmTierAvx2 = {"avx2", kMr, 16, sgemm_tile_packed_a__avx2,
-                                  sgemm_tile_direct_a__avx2, sgemm_small_m_any__avx2};
+                                  sgemm_tile_direct_a__avx2, sgemm_small_m_any__avx2,
+                                  sgemm_tile_direct_a_half__avx2};
 
 }  // namespace oneinfer::gemm_internal

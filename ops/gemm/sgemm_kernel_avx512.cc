@@ -1,4 +1,6 @@
 // AVX-512 micro-kernels: up to 8 rows x 32 columns (two zmm) of C held in registers.
+// GCC 12's _mm512_cvtph_ps passes a self-initialised "undefined" vector: a false warning.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "ops/gemm/sgemm_internal.h"
@@ -10,10 +12,22 @@ namespace {
 
 constexpr int kMr = 8;
 
-// c: mr x 32 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 32 (b_ks).
-template <int MR, bool kPackedA, bool kEdge>
+// 16 columns of B as float32: masked past the tile's edge, or float16 widened in register (a
+// float16 panel row is 32 wide and zero-padded, so its loads never leave the panel).
+template <bool kEdge>
+ONEINFER_AVX512 inline __m512 LoadB16(const float* b, __mmask16 m) {
+  return kEdge ? _mm512_maskz_loadu_ps(m, b) : _mm512_loadu_ps(b);
+}
+template <bool kEdge>
+ONEINFER_AVX512 inline __m512 LoadB16(const uint16_t* b, __mmask16) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+}
+
+// c: mr x 32 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 32 (b_ks), float32
+// or float16 (the same products: widening is exact).
+template <int MR, bool kPackedA, bool kEdge, typename TB = float>
 ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, const float* a, int64_t lda,
-                                                    const float* b, int64_t b_ks, float* c,
+                                                    const TB* b, int64_t b_ks, float* c,
                                                     int64_t ldc, int64_t nr, float alpha,
                                                     float beta) {
   // Edge tiles mask both B loads and C accesses so nothing past column nr is touched.
@@ -24,38 +38,12 @@ ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, const float* a, 
   __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  // One FMA chain per accumulator whatever MR is: a row of C gets the same bits in a tile of
+  // one row as in a tile of eight (batch invariance, Session::RunBatch).
   int64_t k = 0;
-  if constexpr (MR <= 2) {
-    // Too few accumulators to hide FMA latency: odd k steps go to a second set.
-    __m512 odd0[MR], odd1[MR];
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) odd0[r] = odd1[r] = _mm512_setzero_ps();
-    for (; k + 2 <= kc; k += 2) {
-      const __m512 b0 = kEdge ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
-      const __m512 b1 = kEdge ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
-      const __m512 b2 = kEdge ? _mm512_maskz_loadu_ps(m0, b + b_ks) : _mm512_loadu_ps(b + b_ks);
-      const __m512 b3 =
-          kEdge ? _mm512_maskz_loadu_ps(m1, b + b_ks + 16) : _mm512_loadu_ps(b + b_ks + 16);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const __m512 av = _mm512_set1_ps(kPackedA ? a[k * kMr + r] : a[r * lda + k]);
-        const __m512 aw = _mm512_set1_ps(kPackedA ? a[(k + 1) * kMr + r] : a[r * lda + k + 1]);
-        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-        acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
-        odd0[r] = _mm512_fmadd_ps(aw, b2, odd0[r]);
-        odd1[r] = _mm512_fmadd_ps(aw, b3, odd1[r]);
-      }
-      b += 2 * b_ks;
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      acc0[r] = _mm512_add_ps(acc0[r], odd0[r]);
-      acc1[r] = _mm512_add_ps(acc1[r], odd1[r]);
-    }
-  }
   for (; k < kc; ++k) {
-    const __m512 b0 = kEdge ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
-    const __m512 b1 = kEdge ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
+    const __m512 b0 = LoadB16<kEdge>(b, m0);
+    const __m512 b1 = LoadB16<kEdge>(b + 16, m1);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(kPackedA ? a[k * kMr + r] : a[r * lda + k]);
@@ -115,6 +103,21 @@ ONEINFER_AVX512 void sgemm_tile_direct_a__avx512(int64_t kc, const float* a, int
   switch (mr) {
 #define ONEINFER_CASE(R) \
   case R: return sgemm_tile_any_nr__avx512<R, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
+#undef ONEINFER_CASE
+  }
+}
+
+ONEINFER_AVX512 void sgemm_tile_direct_a_half__avx512(int64_t kc, const float* a, int64_t lda,
+                                                      const uint16_t* b, int64_t b_ks, float* c,
+                                                      int64_t ldc, int64_t mr, int64_t nr, float alpha,
+                                                      float beta) {
+  switch (mr) {
+#define ONEINFER_CASE(R)                                                                                  \
+  case R:                                                                                                 \
+    if (nr == 32)                                                                                         \
+      return sgemm_tile_8x32__avx512<R, false, false, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta); \
+    return sgemm_tile_8x32__avx512<R, false, true, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }
@@ -192,6 +195,7 @@ ONEINFER_AVX512 void sgemm_small_m_any__avx512(int64_t m, int64_t n, int64_t k, 
 }  // namespace
 
 const SgemmTier kSgemmTierAvx512 = {"avx512", kMr, 32, sgemm_tile_packed_a__avx512,
-                                    sgemm_tile_direct_a__avx512, sgemm_small_m_any__avx512};
+                                    sgemm_tile_direct_a__avx512, sgemm_small_m_any__avx512,
+                                    sgemm_tile_direct_a_half__avx512};
 
 }  // namespace oneinfer::gemm_internal
