@@ -16,8 +16,11 @@ namespace oneinfer {
 namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kHugePage = size_t{2} << 20;
-// Freed blocks are kept for reuse up to this many bytes in all, so a growing KV cache (a new size
-// class every eighth of a doubling) does not pin every old size, and peak RSS stays in-use + this.
+// Freed blocks are kept for reuse up to this many bytes in all, or up to the bytes in use when
+// that is more: a batch of sequences frees and asks again for a cache block of tens of MB each
+// per step, which must come back from the pool, not as fresh zeroed pages. Peak RSS stays under
+// twice what is in use (or in-use + 64 MB), and a block freed past the cap evicts older sizes
+// (a growing KV cache leaves one stale size every 128 positions) instead of being dropped.
 constexpr size_t kMaxCachedBytes = size_t{64} << 20;
 
 // Under AddressSanitizer every block comes from (and returns to) the instrumented heap, uncached,
@@ -106,16 +109,31 @@ void* Allocator::Take(size_t size_class, bool* over_limit) {
 }
 
 void Allocator::Give(void* p, size_t size_class) {
+  std::vector<std::pair<void*, size_t>> dropped;  // returned to the system outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= size_class;
-    if (!kSanitizedHeap && cached_bytes_ + size_class <= kMaxCachedBytes) {
-      free_[size_class].push_back(p);
-      cached_bytes_ += size_class;
-      return;
+    const size_t cap = std::max(kMaxCachedBytes, in_use_);
+    if (!kSanitizedHeap && size_class <= cap) {
+      // Make room by dropping blocks of other sizes, largest first.
+      for (auto it = free_.rbegin(); cached_bytes_ + size_class > cap && it != free_.rend();) {
+        if (it->first == size_class || it->second.empty()) {
+          ++it;
+          continue;
+        }
+        dropped.emplace_back(it->second.back(), it->first);
+        it->second.pop_back();
+        cached_bytes_ -= it->first;
+      }
+      if (cached_bytes_ + size_class <= cap) {
+        free_[size_class].push_back(p);
+        cached_bytes_ += size_class;
+        p = nullptr;
+      }
     }
   }
-  SystemFree(p, size_class);
+  for (const auto& [block, cls] : dropped) SystemFree(block, cls);
+  if (p != nullptr) SystemFree(p, size_class);
 }
 
 absl::StatusOr<Tensor> Allocator::TryAllocate(DType dtype, Shape shape, bool zero) {

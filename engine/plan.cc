@@ -465,6 +465,13 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
   for (size_t b = 0; b < members; ++b) {
     if (absl::Status bound = BindSlots(inputs[b], nullptr, ptr[b]); !bound.ok()) return bound;
   }
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> ends;
+  Clock::time_point start;
+  if (profile_) {
+    ends.resize(count);
+    start = Clock::now();
+  }
   // Every member takes each step before any takes the next: a row-wise step runs once over all
   // their rows, the others once per member.
   for (size_t j = 0; j < count; ++j) {
@@ -472,17 +479,25 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
     const Step& step = steps_[k];
     if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);
     const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
+    bool ran = false;
     if (members > 1 && step.kernel->RowwiseInput() >= 0) {
       auto stacked = RunStacked(step, ptr, owned, run, release);
       if (!stacked.ok()) return stacked.status();
-      if (*stacked) {
-        if (stacked_steps != nullptr) ++*stacked_steps;
-        continue;
-      }
+      if (*stacked && stacked_steps != nullptr) ++*stacked_steps;
+      ran = *stacked;
     }
-    for (size_t b = 0; b < members; ++b) {
+    for (size_t b = 0; b < members && !ran; ++b) {
       if (absl::Status s = RunStep(step, ptr[b], owned[b], run, release); !s.ok()) return s;
     }
+    if (profile_) ends[j] = Clock::now();
+  }
+  if (profile_) {
+    std::vector<size_t> ran_steps = pruned.steps;
+    if (!prune) {
+      ran_steps.resize(steps_.size());
+      std::iota(ran_steps.begin(), ran_steps.end(), size_t{0});
+    }
+    LogProfile(start, ran_steps, ends);
   }
   std::vector<std::vector<Value>> results;
   results.reserve(members);

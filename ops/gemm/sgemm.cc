@@ -161,7 +161,7 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
               int64_t n1) {
   constexpr int64_t P = kSgemmPanel;
   const int64_t mt = m1 - m0;
-  // Decode-sized M: read A in place (no packing), all columns per K block.
+  // Decode-sized M: read A in place and stream B once over the full K.
   const bool direct_a = !p.trans_a && mt <= kDirectMaxM;
   // A single row panel uses each B element once, so packing B would only add traffic.
   const bool direct_b = p.packed == nullptr && !p.trans_b && mt <= t.mr;
@@ -169,10 +169,12 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
   // cache-sized block at a time into float32 scratch.
   const bool half_b = p.packed != nullptr && p.packed->half();
   const bool half_direct = half_b && direct_a && t.tile_direct_a_half != nullptr;
-  // K is split into the same kKc blocks for every M, so each element of C sums its products in
-  // one order whatever the number of rows (batch invariance); decode streams B a block at a time.
-  const int64_t kc_max = std::min(kKc, p.K);
-  const int64_t nc_max = direct_a && (!half_b || half_direct) ? n1 - n0 : kNc;
+  // Every element of C sums its products in kKc blocks whatever the number of rows (batch
+  // invariance): the decode tiles stream all of K and add the blocks in registers, the others
+  // get one block per call and add it through C.
+  const bool whole_k = direct_a && (!half_b || half_direct);
+  const int64_t kc_max = whole_k ? p.K : std::min(kKc, p.K);
+  const int64_t nc_max = whole_k ? n1 - n0 : kNc;
   if (direct_a && direct_b) {
     t.small_m(mt, n1 - n0, p.K, p.alpha, p.A + m0 * p.lda, p.lda, p.B + n0, p.ldb, p.beta,
               p.C + m0 * p.ldc + n0, p.ldc);
@@ -226,11 +228,11 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
             for (int64_t j = jr; j < j_end; j += t.nr) {
               const int64_t nr = std::min(t.nr, j_end - j);
               if (half_direct)
-                t.tile_direct_a_half(kc, a_panel, p.lda,
+                t.tile_direct_a_half(kc, kKc, a_panel, p.lda,
                                      p.packed->half_data() + ((jc + jr) / P) * p.K * P + pc * P + (j - jr), b_ks,
                                      c_row + jc + j, p.ldc, mr, nr, p.alpha, beta);
               else if (direct_a)
-                t.tile_direct_a(kc, a_panel, p.lda, b_panel + (j - jr), b_ks, c_row + jc + j,
+                t.tile_direct_a(kc, kKc, a_panel, p.lda, b_panel + (j - jr), b_ks, c_row + jc + j,
                                 p.ldc, mr, nr, p.alpha, beta);
               else
                 t.tile_packed_a(kc, a_panel, b_panel + (j - jr), b_ks, c_row + jc + j, p.ldc, mr,

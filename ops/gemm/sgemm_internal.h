@@ -10,13 +10,14 @@ namespace oneinfer::gemm_internal {
 // b: kc x nr, element (k, n) at b[k * b_ks + n]; only columns < nr are read.
 using TilePackedAFn = void (*)(int64_t kc, const float* a, const float* b, int64_t b_ks, float* c,
                                int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta);
-// Same with a read in place: a: mr x kc row-major with leading dim lda, mr <= kDirectMaxM.
-using TileDirectAFn = void (*)(int64_t kc, const float* a, int64_t lda, const float* b,
+// Same with a read in place: a: mr x kc row-major with leading dim lda, mr <= kDirectMaxM; K is
+// summed in blocks of kblock exactly as the driver sums K blocks through C (batch invariance).
+using TileDirectAFn = void (*)(int64_t kc, int64_t kblock, const float* a, int64_t lda, const float* b,
                                int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
                                float alpha, float beta);
 
 // Same with b a float16 packed panel (32 columns, zero-padded), widened in register.
-using TileDirectAHalfFn = void (*)(int64_t kc, const float* a, int64_t lda, const uint16_t* b,
+using TileDirectAHalfFn = void (*)(int64_t kc, int64_t kblock, const float* a, int64_t lda, const uint16_t* b,
                                    int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
                                    float alpha, float beta);
 

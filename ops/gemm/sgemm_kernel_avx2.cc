@@ -25,9 +25,12 @@ ONEINFER_AVX2 inline __m256 LoadB8(const uint16_t* b, __m256i) {
 }
 
 // c: mr x 16 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 16 (b_ks), float32
-// or float16 (the same products: widening is exact).
+// or float16 (the same products: widening is exact). K is summed in blocks of kblock, each added
+// to the tile's result as the driver adds a K block to C (C*1 + alpha*block), so a one-row decode
+// tile over all of K gives a row the bits a six-row tile fed block by block gives it (batch
+// invariance, Session::RunBatch).
 template <int MR, bool kPackedA, bool kEdge, typename TB = float>
-ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, const float* a, int64_t lda,
+ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, int64_t kblock, const float* a, int64_t lda,
                                                 const TB* b, int64_t b_ks, float* c,
                                                 int64_t ldc, int64_t nr, float alpha, float beta) {
   __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
@@ -36,50 +39,66 @@ ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, const float* a, int6
     m1 = _mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(kLaneMask + 8 - (nr > 8 ? nr - 8 : 0)));
   }
-  __m256 acc0[MR], acc1[MR];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = LoadB8<kEdge>(b, m0);
-    const __m256 b1 = LoadB8<kEdge>(b + 8, m1);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const __m256 av = _mm256_broadcast_ss(kPackedA ? a + k * kMr + r : a + r * lda + k);
-      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
-    }
-    b += b_ks;
-  }
   const __m256 va = _mm256_set1_ps(alpha);
   const __m256 vb = _mm256_set1_ps(beta);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 x0[MR], x1[MR];  // the tile so far
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) x0[r] = x1[r] = _mm256_setzero_ps();  // kc > 0: overwritten
+  for (int64_t k0 = 0; k0 < kc; k0 += kblock) {
+    const int64_t k1 = kc - k0 < kblock ? kc : k0 + kblock;
+    __m256 acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int64_t k = k0; k < k1; ++k) {
+      const __m256 b0 = LoadB8<kEdge>(b, m0);
+      const __m256 b1 = LoadB8<kEdge>(b + 8, m1);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m256 av = _mm256_broadcast_ss(kPackedA ? a + k * kMr + r : a + r * lda + k);
+        acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+      }
+      b += b_ks;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m256 y0 = _mm256_mul_ps(acc0[r], va);
+      const __m256 y1 = _mm256_mul_ps(acc1[r], va);
+      if (k0 > 0) {
+        x0[r] = _mm256_fmadd_ps(x0[r], one, y0);
+        x1[r] = _mm256_fmadd_ps(x1[r], one, y1);
+      } else if (beta != 0.0f) {
+        float* cr = c + r * ldc;
+        x0[r] = _mm256_fmadd_ps(kEdge ? _mm256_maskload_ps(cr, m0) : _mm256_loadu_ps(cr), vb, y0);
+        x1[r] = _mm256_fmadd_ps(kEdge ? _mm256_maskload_ps(cr + 8, m1) : _mm256_loadu_ps(cr + 8), vb, y1);
+      } else {
+        x0[r] = y0;
+        x1[r] = y1;
+      }
+    }
+  }
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
-    __m256 x0 = _mm256_mul_ps(acc0[r], va);
-    __m256 x1 = _mm256_mul_ps(acc1[r], va);
-    if (beta != 0.0f) {
-      x0 = _mm256_fmadd_ps(kEdge ? _mm256_maskload_ps(cr, m0) : _mm256_loadu_ps(cr), vb, x0);
-      x1 = _mm256_fmadd_ps(kEdge ? _mm256_maskload_ps(cr + 8, m1) : _mm256_loadu_ps(cr + 8), vb,
-                           x1);
-    }
     if (kEdge) {
-      _mm256_maskstore_ps(cr, m0, x0);
-      _mm256_maskstore_ps(cr + 8, m1, x1);
+      _mm256_maskstore_ps(cr, m0, x0[r]);
+      _mm256_maskstore_ps(cr + 8, m1, x1[r]);
     } else {
-      _mm256_storeu_ps(cr, x0);
-      _mm256_storeu_ps(cr + 8, x1);
+      _mm256_storeu_ps(cr, x0[r]);
+      _mm256_storeu_ps(cr + 8, x1[r]);
     }
   }
 }
 
-template <int MR, bool kPackedA>
-ONEINFER_AVX2 void sgemm_tile_any_nr__avx2(int64_t kc, const float* a, int64_t lda, const float* b,
+template <int MR, bool kPackedA, typename TB = float>
+ONEINFER_AVX2 void sgemm_tile_any_nr__avx2(int64_t kc, int64_t kblock, const float* a, int64_t lda, const TB* b,
                                            int64_t b_ks, float* c, int64_t ldc, int64_t nr,
                                            float alpha, float beta) {
   if (nr == 16)
-    sgemm_tile_6x16__avx2<MR, kPackedA, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    sgemm_tile_6x16__avx2<MR, kPackedA, false, TB>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
   else
-    sgemm_tile_6x16__avx2<MR, kPackedA, true>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    sgemm_tile_6x16__avx2<MR, kPackedA, true, TB>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
 }
 
 ONEINFER_AVX2 void sgemm_tile_packed_a__avx2(int64_t kc, const float* a, const float* b,
@@ -87,19 +106,19 @@ ONEINFER_AVX2 void sgemm_tile_packed_a__avx2(int64_t kc, const float* a, const f
                                              int64_t nr, float alpha, float beta) {
   switch (mr) {
 #define ONEINFER_CASE(R) \
-  case R: return sgemm_tile_any_nr__avx2<R, true>(kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
+  case R: return sgemm_tile_any_nr__avx2<R, true>(kc, kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3)
     ONEINFER_CASE(4) ONEINFER_CASE(5) ONEINFER_CASE(6)
 #undef ONEINFER_CASE
   }
 }
 
-ONEINFER_AVX2 void sgemm_tile_direct_a__avx2(int64_t kc, const float* a, int64_t lda,
+ONEINFER_AVX2 void sgemm_tile_direct_a__avx2(int64_t kc, int64_t kblock, const float* a, int64_t lda,
                                              const float* b, int64_t b_ks, float* c, int64_t ldc,
                                              int64_t mr, int64_t nr, float alpha, float beta) {
   switch (mr) {
 #define ONEINFER_CASE(R) \
-  case R: return sgemm_tile_any_nr__avx2<R, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+  case R: return sgemm_tile_any_nr__avx2<R, false>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }
@@ -175,15 +194,12 @@ ONEINFER_AVX2 void sgemm_small_m_any__avx2(int64_t m, int64_t n, int64_t k, floa
   }
 }
 
-ONEINFER_AVX2 void sgemm_tile_direct_a_half__avx2(int64_t kc, const float* a, int64_t lda, const uint16_t* b,
-                                                  int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                                                  float alpha, float beta) {
+ONEINFER_AVX2 void sgemm_tile_direct_a_half__avx2(int64_t kc, int64_t kblock, const float* a, int64_t lda,
+                                                  const uint16_t* b, int64_t b_ks, float* c, int64_t ldc, int64_t mr,
+                                                  int64_t nr, float alpha, float beta) {
   switch (mr) {
-#define ONEINFER_CASE(R)                                                                                \
-  case R:                                                                                               \
-    if (nr == 16)                                                                                       \
-      return sgemm_tile_6x16__avx2<R, false, false, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta); \
-    return sgemm_tile_6x16__avx2<R, false, true, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+#define ONEINFER_CASE(R) \
+  case R: return sgemm_tile_any_nr__avx2<R, false, uint16_t>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }

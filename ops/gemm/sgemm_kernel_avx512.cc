@@ -24,9 +24,12 @@ ONEINFER_AVX512 inline __m512 LoadB16(const uint16_t* b, __mmask16) {
 }
 
 // c: mr x 32 tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x 32 (b_ks), float32
-// or float16 (the same products: widening is exact).
+// or float16 (the same products: widening is exact). K is summed in blocks of kblock, each block
+// one FMA chain per accumulator added to the tile's result as the driver adds a K block to C
+// (C*1 + alpha*block): so a row of C gets the same bits in a one-row decode tile that streams
+// all of K as in an eight-row tile fed block by block (batch invariance, Session::RunBatch).
 template <int MR, bool kPackedA, bool kEdge, typename TB = float>
-ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, const float* a, int64_t lda,
+ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, int64_t kblock, const float* a, int64_t lda,
                                                     const TB* b, int64_t b_ks, float* c,
                                                     int64_t ldc, int64_t nr, float alpha,
                                                     float beta) {
@@ -35,53 +38,66 @@ ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, const float* a, 
   const __mmask16 m1 =
       kEdge ? static_cast<__mmask16>(nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (1u << (nr - 16)) - 1)
             : 0xFFFF;
-  __m512 acc0[MR], acc1[MR];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  // One FMA chain per accumulator whatever MR is: a row of C gets the same bits in a tile of
-  // one row as in a tile of eight (batch invariance, Session::RunBatch).
-  int64_t k = 0;
-  for (; k < kc; ++k) {
-    const __m512 b0 = LoadB16<kEdge>(b, m0);
-    const __m512 b1 = LoadB16<kEdge>(b + 16, m1);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(kPackedA ? a[k * kMr + r] : a[r * lda + k]);
-      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
-    }
-    b += b_ks;
-  }
   const __m512 va = _mm512_set1_ps(alpha);
   const __m512 vb = _mm512_set1_ps(beta);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 x0[MR], x1[MR];  // the tile so far
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) x0[r] = x1[r] = _mm512_setzero_ps();  // kc > 0: overwritten
+  for (int64_t k0 = 0; k0 < kc; k0 += kblock) {
+    const int64_t k1 = kc - k0 < kblock ? kc : k0 + kblock;
+    __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int64_t k = k0; k < k1; ++k) {
+      const __m512 b0 = LoadB16<kEdge>(b, m0);
+      const __m512 b1 = LoadB16<kEdge>(b + 16, m1);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512 av = _mm512_set1_ps(kPackedA ? a[k * kMr + r] : a[r * lda + k]);
+        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      }
+      b += b_ks;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 y0 = _mm512_mul_ps(acc0[r], va);
+      const __m512 y1 = _mm512_mul_ps(acc1[r], va);
+      if (k0 > 0) {
+        x0[r] = _mm512_fmadd_ps(x0[r], one, y0);
+        x1[r] = _mm512_fmadd_ps(x1[r], one, y1);
+      } else if (beta != 0.0f) {
+        float* cr = c + r * ldc;
+        x0[r] = _mm512_fmadd_ps(kEdge ? _mm512_maskz_loadu_ps(m0, cr) : _mm512_loadu_ps(cr), vb, y0);
+        x1[r] = _mm512_fmadd_ps(kEdge ? _mm512_maskz_loadu_ps(m1, cr + 16) : _mm512_loadu_ps(cr + 16), vb, y1);
+      } else {
+        x0[r] = y0;
+        x1[r] = y1;
+      }
+    }
+  }
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
-    __m512 x0 = _mm512_mul_ps(acc0[r], va);
-    __m512 x1 = _mm512_mul_ps(acc1[r], va);
-    if (beta != 0.0f) {
-      x0 = _mm512_fmadd_ps(kEdge ? _mm512_maskz_loadu_ps(m0, cr) : _mm512_loadu_ps(cr), vb, x0);
-      x1 = _mm512_fmadd_ps(kEdge ? _mm512_maskz_loadu_ps(m1, cr + 16) : _mm512_loadu_ps(cr + 16),
-                           vb, x1);
-    }
     if (kEdge) {
-      _mm512_mask_storeu_ps(cr, m0, x0);
-      _mm512_mask_storeu_ps(cr + 16, m1, x1);
+      _mm512_mask_storeu_ps(cr, m0, x0[r]);
+      _mm512_mask_storeu_ps(cr + 16, m1, x1[r]);
     } else {
-      _mm512_storeu_ps(cr, x0);
-      _mm512_storeu_ps(cr + 16, x1);
+      _mm512_storeu_ps(cr, x0[r]);
+      _mm512_storeu_ps(cr + 16, x1[r]);
     }
   }
 }
 
-template <int MR, bool kPackedA>
-ONEINFER_AVX512 void sgemm_tile_any_nr__avx512(int64_t kc, const float* a, int64_t lda,
-                                               const float* b, int64_t b_ks, float* c, int64_t ldc,
+template <int MR, bool kPackedA, typename TB = float>
+ONEINFER_AVX512 void sgemm_tile_any_nr__avx512(int64_t kc, int64_t kblock, const float* a, int64_t lda,
+                                               const TB* b, int64_t b_ks, float* c, int64_t ldc,
                                                int64_t nr, float alpha, float beta) {
   if (nr == 32)
-    sgemm_tile_8x32__avx512<MR, kPackedA, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    sgemm_tile_8x32__avx512<MR, kPackedA, false, TB>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
   else
-    sgemm_tile_8x32__avx512<MR, kPackedA, true>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+    sgemm_tile_8x32__avx512<MR, kPackedA, true, TB>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
 }
 
 ONEINFER_AVX512 void sgemm_tile_packed_a__avx512(int64_t kc, const float* a, const float* b,
@@ -89,35 +105,32 @@ ONEINFER_AVX512 void sgemm_tile_packed_a__avx512(int64_t kc, const float* a, con
                                                  int64_t nr, float alpha, float beta) {
   switch (mr) {
 #define ONEINFER_CASE(R) \
-  case R: return sgemm_tile_any_nr__avx512<R, true>(kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
+  case R: return sgemm_tile_any_nr__avx512<R, true>(kc, kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
     ONEINFER_CASE(5) ONEINFER_CASE(6) ONEINFER_CASE(7) ONEINFER_CASE(8)
 #undef ONEINFER_CASE
   }
 }
 
-ONEINFER_AVX512 void sgemm_tile_direct_a__avx512(int64_t kc, const float* a, int64_t lda,
+ONEINFER_AVX512 void sgemm_tile_direct_a__avx512(int64_t kc, int64_t kblock, const float* a, int64_t lda,
                                                  const float* b, int64_t b_ks, float* c,
                                                  int64_t ldc, int64_t mr, int64_t nr, float alpha,
                                                  float beta) {
   switch (mr) {
 #define ONEINFER_CASE(R) \
-  case R: return sgemm_tile_any_nr__avx512<R, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+  case R: return sgemm_tile_any_nr__avx512<R, false>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }
 }
 
-ONEINFER_AVX512 void sgemm_tile_direct_a_half__avx512(int64_t kc, const float* a, int64_t lda,
+ONEINFER_AVX512 void sgemm_tile_direct_a_half__avx512(int64_t kc, int64_t kblock, const float* a, int64_t lda,
                                                       const uint16_t* b, int64_t b_ks, float* c,
                                                       int64_t ldc, int64_t mr, int64_t nr, float alpha,
                                                       float beta) {
   switch (mr) {
-#define ONEINFER_CASE(R)                                                                                  \
-  case R:                                                                                                 \
-    if (nr == 32)                                                                                         \
-      return sgemm_tile_8x32__avx512<R, false, false, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta); \
-    return sgemm_tile_8x32__avx512<R, false, true, uint16_t>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+#define ONEINFER_CASE(R) \
+  case R: return sgemm_tile_any_nr__avx512<R, false, uint16_t>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }

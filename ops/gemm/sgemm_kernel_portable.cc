@@ -7,32 +7,46 @@ namespace {
 constexpr int kMr = 4;
 constexpr int kNr = 16;
 
-// c: mr x nr tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x nr (b_ks).
+// c: mr x nr tile (ldc); a: packed kc x MR or in-place mr x kc (lda); b: kc x nr (b_ks). K is
+// summed in blocks of kblock, each added to the tile's result as the driver adds a K block to C
+// (alpha*block + 1*C), so a decode tile over all of K matches tiles fed block by block.
 template <int MR, bool kPackedA>
-void sgemm_tile_4x16__portable(int64_t kc, const float* a, int64_t lda, const float* b,
+void sgemm_tile_4x16__portable(int64_t kc, int64_t kblock, const float* a, int64_t lda, const float* b,
                                int64_t b_ks, float* c, int64_t ldc, int64_t nr, float alpha,
                                float beta) {
-  float acc[MR][kNr] = {};
-  if (nr == kNr) {
-    // Fixed-width body lets the compiler keep acc in vector registers.
-    for (int64_t k = 0; k < kc; ++k, b += b_ks) {
-      for (int r = 0; r < MR; ++r) {
-        const float av = kPackedA ? a[k * kMr + r] : a[r * lda + k];
-        for (int j = 0; j < kNr; ++j) acc[r][j] += av * b[j];
+  float x[MR][kNr] = {};  // the tile so far
+  for (int64_t k0 = 0; k0 < kc; k0 += kblock) {
+    const int64_t k1 = kc - k0 < kblock ? kc : k0 + kblock;
+    float acc[MR][kNr] = {};
+    if (nr == kNr) {
+      // Fixed-width body lets the compiler keep acc in vector registers.
+      for (int64_t k = k0; k < k1; ++k, b += b_ks) {
+        for (int r = 0; r < MR; ++r) {
+          const float av = kPackedA ? a[k * kMr + r] : a[r * lda + k];
+          for (int j = 0; j < kNr; ++j) acc[r][j] += av * b[j];
+        }
+      }
+    } else {
+      for (int64_t k = k0; k < k1; ++k, b += b_ks) {
+        for (int r = 0; r < MR; ++r) {
+          const float av = kPackedA ? a[k * kMr + r] : a[r * lda + k];
+          for (int64_t j = 0; j < nr; ++j) acc[r][j] += av * b[j];
+        }
       }
     }
-  } else {
-    for (int64_t k = 0; k < kc; ++k, b += b_ks) {
-      for (int r = 0; r < MR; ++r) {
-        const float av = kPackedA ? a[k * kMr + r] : a[r * lda + k];
-        for (int64_t j = 0; j < nr; ++j) acc[r][j] += av * b[j];
+    for (int r = 0; r < MR; ++r) {
+      const float* cr = c + r * ldc;
+      for (int64_t j = 0; j < nr; ++j) {
+        if (k0 > 0)
+          x[r][j] = alpha * acc[r][j] + 1.0f * x[r][j];
+        else
+          x[r][j] = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * cr[j];
       }
     }
   }
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
-    for (int64_t j = 0; j < nr; ++j)
-      cr[j] = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * cr[j];
+    for (int64_t j = 0; j < nr; ++j) cr[j] = x[r][j];
   }
 }
 
@@ -41,18 +55,18 @@ void sgemm_tile_packed_a__portable(int64_t kc, const float* a, const float* b, i
                                    float beta) {
   switch (mr) {
 #define ONEINFER_CASE(R) \
-  case R: return sgemm_tile_4x16__portable<R, true>(kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
+  case R: return sgemm_tile_4x16__portable<R, true>(kc, kc, a, 0, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }
 }
 
-void sgemm_tile_direct_a__portable(int64_t kc, const float* a, int64_t lda, const float* b,
+void sgemm_tile_direct_a__portable(int64_t kc, int64_t kblock, const float* a, int64_t lda, const float* b,
                                    int64_t b_ks, float* c, int64_t ldc, int64_t mr, int64_t nr,
                                    float alpha, float beta) {
   switch (mr) {
 #define ONEINFER_CASE(R) \
-  case R: return sgemm_tile_4x16__portable<R, false>(kc, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
+  case R: return sgemm_tile_4x16__portable<R, false>(kc, kblock, a, lda, b, b_ks, c, ldc, nr, alpha, beta);
     ONEINFER_CASE(1) ONEINFER_CASE(2) ONEINFER_CASE(3) ONEINFER_CASE(4)
 #undef ONEINFER_CASE
   }
