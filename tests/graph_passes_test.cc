@@ -199,7 +199,7 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
     ctx.check_uses = true;
     ctx.report = &report;
     ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-    EXPECT_EQ(report.counts.size(), 9u);  // every pass ran (dead_node_elimination twice, one entry)
+    EXPECT_EQ(report.counts.size(), 10u);  // every pass ran (dead_node_elimination twice, one entry)
   }
   auto model = Load(StackedKVModel());
   PassReport report;
@@ -308,6 +308,63 @@ TEST(GraphPasses, CanonicalDomainIsOneRule) {
   Graph g;
   g.opsets[""] = 17;
   EXPECT_EQ(g.OpsetFor("ai.onnx"), 17);
+}
+
+// MatMul(A, Transpose(B, swap of the last two axes)) [-> Relu] with elem_type for A and B.
+onnx::ModelProto TransposedMatMulModel(int elem, std::vector<int64_t> perm, bool transpose_also_output) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("A", elem, {2, 3, 5, 4});
+  *g->add_input() = testing::TensorInfo("B", elem, {2, 3, 6, 4});
+  onnx::NodeProto t = testing::MakeNode("Transpose", {"B"}, {"BT"});
+  auto* a = t.add_attribute();
+  a->set_name("perm");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t p : perm) a->add_ints(p);
+  *g->add_node() = t;
+  *g->add_node() = testing::MakeNode("MatMul", {"A", "BT"}, {"Y"});
+  *g->add_output() = testing::TensorInfo("Y", elem, {2, 3, 5, 6});
+  if (transpose_also_output) *g->add_output() = testing::TensorInfo("BT", elem, {2, 3, 4, 6});
+  return m;
+}
+
+int FusedMatMulsAfterPasses(const onnx::ModelProto& m) {
+  auto model = Load(m);
+  EXPECT_NE(model, nullptr);
+  if (model == nullptr) return -1;
+  PassContext ctx;
+  ctx.check_uses = true;
+  EXPECT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+  return CountOps(model->graph, "FusedMatMul");
+}
+
+TEST(GraphPasses, TransposeIntoMatMulOnlyForFloat32LastTwoAxesAndASoleReader) {
+  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT, {0, 1, 3, 2}, false)), 1);
+  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT16, {0, 1, 3, 2}, false)), 0);
+  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT, {0, 1, 3, 2}, true)), 0);
+  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT, {1, 0, 3, 2}, false)), 0);
+}
+
+// The fused product equals the plain definition, for decode-sized and larger row counts (the
+// GEMM's dot-product path for transposed B at M <= 4 and its packed path above).
+TEST(GraphPasses, TransposeIntoMatMulComputesTheProduct) {
+  const std::string bytes = TransposedMatMulModel(onnx::TensorProto::FLOAT, {0, 1, 3, 2}, false).SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<float> a(2 * 3 * 5 * 4), b(2 * 3 * 6 * 4);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.21f * static_cast<float>(i));
+  auto out = (*s)->Run({{"A", Tensor::FromVector(DType::kFloat32, {2, 3, 5, 4}, a)},
+                        {"B", Tensor::FromVector(DType::kFloat32, {2, 3, 6, 4}, b)}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float* y = (*out)[0].data<float>();
+  for (int64_t bt = 0; bt < 6; ++bt)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < 4; ++k) want += static_cast<double>(a[(bt * 5 + i) * 4 + k]) * b[(bt * 6 + j) * 4 + k];
+        EXPECT_NEAR(y[(bt * 5 + i) * 6 + j], want, 1e-5) << bt << " " << i << " " << j;
+      }
 }
 
 }  // namespace

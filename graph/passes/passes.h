@@ -57,6 +57,10 @@ int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
 // number of norms rewritten.
 int FuseRMSNorm(Graph& g, UseDefIndex& uses);
 
+// MatMul(A, Transpose(B) over the last two axes) -> com.microsoft FusedMatMul(A, B, transB=1)
+// for float32 operands whose Transpose has no other reader; returns the count.
+int FuseTransposeIntoMatMul(Graph& g, UseDefIndex& uses);
+
 // Rewrites DequantizeLinear(constant int4/uint4 weight blocked along K, or int8/uint8 per
 // column or per tensor) -> MatMul B (the DQ output read only as MatMul B operands) into one
 // internal WeightDequantMatMul node per MatMul (see weight_dequant_fusion.cc), whose kernel
@@ -118,5 +122,6 @@ std::unique_ptr<GraphPass> MakeKVCacheFusionPass();
 std::unique_ptr<GraphPass> MakeDeadNodeEliminationPass();
 std::unique_ptr<GraphPass> MakeConstantFoldingPass();      // ctx.constant_folding, evaluate, max_folded_bytes
 std::unique_ptr<GraphPass> MakeShapeInferencePass();
+std::unique_ptr<GraphPass> MakeTransposeMatMulFusionPass();  // after shape inference: needs float32 types
 
 }  // namespace oneinfer

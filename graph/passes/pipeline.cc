@@ -19,6 +19,8 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeConstantFoldingPass());
     p->push_back(MakeDeadNodeEliminationPass());
     p->push_back(MakeShapeInferencePass());
+    // Reads the element types shape inference found.
+    p->push_back(MakeTransposeMatMulFusionPass());
     return p;
   }();
   return *passes;

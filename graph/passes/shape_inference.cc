@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/shape_rules.h"
 
@@ -88,6 +89,17 @@ absl::StatusOr<int> InferShapes(Graph& g) {
     if (n.domain.empty()) {
       auto rule = rules.find(n.op_type);
       if (rule != rules.end()) rule->second(c);
+    } else if (n.domain == internal_ops::kDomain) {
+      // The fusions' ops keep their data's element type (later passes read it: a KV cache view
+      // feeds attention's products); RMSNorm keeps its shape too.
+      if (n.op_type == internal_ops::RMSNorm::kName && !c.out.empty()) {
+        c.out[0].elem = c.Elem(0);
+        if (c.Shape(0)) c.out[0].shape = *c.Shape(0);
+      } else if (n.op_type == internal_ops::KVCacheAppend::kName) {
+        for (size_t k = 0; k < c.out.size(); ++k) c.out[k].elem = c.Elem(k == 0 ? 1 : 0);
+      } else if (n.op_type == internal_ops::KVCacheFinish::kName && !c.out.empty()) {
+        c.out[0].elem = c.Elem(0);
+      }
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const std::string& name = n.outputs[k];

@@ -175,6 +175,11 @@ void RunBlock(const SgemmTier& t, const Problem& p, int64_t m0, int64_t m1, int6
   const bool whole_k = direct_a && (!half_b || half_direct);
   const int64_t kc_max = whole_k ? p.K : std::min(kKc, p.K);
   const int64_t nc_max = whole_k ? n1 - n0 : kNc;
+  if (direct_a && p.packed == nullptr && p.trans_b && t.small_m_tb != nullptr) {
+    t.small_m_tb(mt, n1 - n0, p.K, p.alpha, p.A + m0 * p.lda, p.lda, p.B + n0 * p.ldb, p.ldb, p.beta,
+                 p.C + m0 * p.ldc + n0, p.ldc);
+    return;
+  }
   if (direct_a && direct_b) {
     t.small_m(mt, n1 - n0, p.K, p.alpha, p.A + m0 * p.lda, p.lda, p.B + n0, p.ldb, p.beta,
               p.C + m0 * p.ldc + n0, p.ldc);

@@ -38,6 +38,9 @@ struct SgemmTier {
   SmallMFn small_m;
   // null: float16 panels are widened into scratch a block at a time instead.
   TileDirectAHalfFn tile_direct_a_half = nullptr;
+  // The same contract as small_m with b stored transposed (n x k, ldb): dot products of rows read
+  // in place. null: B is packed block by block instead.
+  SmallMFn small_m_tb = nullptr;
 };
 
 extern const SgemmTier kSgemmTierPortable;

@@ -205,10 +205,54 @@ ONEINFER_AVX2 void sgemm_tile_direct_a_half__avx2(int64_t kc, int64_t kblock, co
   }
 }
 
+// c[r][j] = alpha * dot(a row r, b row j) + beta * c[r][j] for MR rows of a against every row of
+// b (B transposed, read in place: attention's Q x K^T over the key cache).
+template <int MR>
+ONEINFER_AVX2 void sgemm_small_m_tb_rows__avx2(int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                                              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - k % 8));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* bj = b + j * ldb;
+    __m256 s[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      const __m256 bv = _mm256_loadu_ps(bj + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + i), bv, s[r]);
+    }
+    if (i < k) {
+      const __m256 bv = _mm256_maskload_ps(bj + i, tail);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r] = _mm256_fmadd_ps(_mm256_maskload_ps(a + r * lda + i, tail), bv, s[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_add_ss(h, _mm_movehdup_ps(h));
+      const float d = alpha * _mm_cvtss_f32(h);
+      float& out = c[r * ldc + j];
+      out = beta == 0.0f ? d : d + beta * out;
+    }
+  }
+}
+
+ONEINFER_AVX2 void sgemm_small_m_tb__avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  switch (m) {
+    case 1: return sgemm_small_m_tb_rows__avx2<1>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 2: return sgemm_small_m_tb_rows__avx2<2>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 3: return sgemm_small_m_tb_rows__avx2<3>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 4: return sgemm_small_m_tb_rows__avx2<4>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
 }  // namespace
 
 const SgemmTier kSgemmTierAvx2 = {"avx2", kMr, 16, sgemm_tile_packed_a__avx2,
                                   sgemm_tile_direct_a__avx2, sgemm_small_m_any__avx2,
-                                  sgemm_tile_direct_a_half__avx2};
+                                  sgemm_tile_direct_a_half__avx2, sgemm_small_m_tb__avx2};
 
 }  // namespace oneinfer::gemm_internal

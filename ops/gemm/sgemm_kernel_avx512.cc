@@ -205,10 +205,52 @@ ONEINFER_AVX512 void sgemm_small_m_any__avx512(int64_t m, int64_t n, int64_t k, 
   }
 }
 
+// c[r][j] = alpha * dot(a row r, b row j) + beta * c[r][j] for MR rows of a against every row of
+// b (B transposed, read in place: attention's Q x K^T over the key cache).
+template <int MR>
+ONEINFER_AVX512 void sgemm_small_m_tb_rows__avx512(int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                                                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const __mmask16 tail = static_cast<__mmask16>((1u << (k % 16)) - 1);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* bj = b + j * ldb;
+    __m512 s[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) s[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      const __m512 bv = _mm512_loadu_ps(bj + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + i), bv, s[r]);
+    }
+    if (i < k) {
+      const __m512 bv = _mm512_maskz_loadu_ps(tail, bj + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + r * lda + i), bv, s[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const float d = alpha * _mm512_reduce_add_ps(s[r]);
+      float& out = c[r * ldc + j];
+      out = beta == 0.0f ? d : d + beta * out;
+    }
+  }
+}
+
+ONEINFER_AVX512 void sgemm_small_m_tb__avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                                             int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                                             int64_t ldc) {
+  switch (m) {
+    case 1: return sgemm_small_m_tb_rows__avx512<1>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 2: return sgemm_small_m_tb_rows__avx512<2>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 3: return sgemm_small_m_tb_rows__avx512<3>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 4: return sgemm_small_m_tb_rows__avx512<4>(n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
 }  // namespace
 
 const SgemmTier kSgemmTierAvx512 = {"avx512", kMr, 32, sgemm_tile_packed_a__avx512,
                                     sgemm_tile_direct_a__avx512, sgemm_small_m_any__avx512,
-                                    sgemm_tile_direct_a_half__avx512};
+                                    sgemm_tile_direct_a_half__avx512, sgemm_small_m_tb__avx512};
 
 }  // namespace oneinfer::gemm_internal
