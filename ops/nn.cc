@@ -10,6 +10,8 @@
 
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
+#include "graph/internal_ops.h"
+#include "ops/conv_kernels.h"
 #include "ops/families.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
@@ -141,6 +143,7 @@ inline bool Next(std::vector<int64_t>& idx, const Shape& ext) {
 struct ConvAttrs {
   WindowAttrs w;
   int64_t group = 1;
+  ConvActivation act;  // the fused internal Conv's epilogue (none for ONNX Conv)
 };
 
 // Unfolds one group of one image into col[(c * K + t) * P + p].
@@ -248,8 +251,23 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
   if (!st.ok()) return st;
   Shape os = {N, M};
   os.insert(os.end(), g.out.begin(), g.out.end());
-  Tensor yf = half ? Tensor::Empty(DType::kFloat32, os) : ctx.AllocateOutput(0, dt, os);
-  if (yf.num_elements() > 0) {
+  const bool fast = x.dtype() == DType::kFloat32 && g.nd <= 2;
+  Tensor yf = half ? Tensor::Empty(DType::kFloat32, os)
+                   : (fast ? ctx.AllocateOutputUninitialized(0, dt, os) : ctx.AllocateOutput(0, dt, os));
+  if (yf.num_elements() > 0 && fast) {
+    // 1-D is 2-D with one row.
+    const bool one_d = g.nd == 1;
+    Conv2DParams p;
+    p.N = N, p.C = C, p.M = M, p.G = G;
+    p.H = one_d ? 1 : g.in[0], p.W = g.in[g.nd - 1];
+    p.KH = one_d ? 1 : g.k[0], p.KW = g.k[g.nd - 1];
+    p.SH = one_d ? 1 : g.s[0], p.SW = g.s[g.nd - 1];
+    p.DH = one_d ? 1 : g.d[0], p.DW = g.d[g.nd - 1];
+    p.PT = one_d ? 0 : g.pb[0], p.PL = g.pb[g.nd - 1];
+    p.OH = one_d ? 1 : g.out[0], p.OW = g.out[g.nd - 1];
+    ConvFloat2D(p, x.data<float>(), w.data<float>(), in[2].defined() ? in[2].data<float>() : nullptr, a.act,
+                yf.data<float>(), ctx.thread_pool());
+  } else if (yf.num_elements() > 0) {
     st = WithFloatType(ctx, x.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
       ConvCore<T>(x.data<T>(), w.data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, yf.data<T>(), N, C, M, G, g,
@@ -257,6 +275,10 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
       return absl::OkStatus();
     });
     if (!st.ok()) return st;
+    if (a.act.kind != ConvActivation::Kind::kNone) {
+      if (yf.dtype() != DType::kFloat32) return InvalidArgument(ctx, "a fused activation needs float32 or float16");
+      ApplyConvEpilogueReference(yf.data<float>(), yf.num_elements(), 0.f, a.act);
+    }
   }
   if (half) {
     auto c = CastTensor(yf, dt);
@@ -280,6 +302,12 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
   auto st = ReadWindowAttrs(init.node(), false, &a.w);
   if (!st.ok()) return st;
   a.group = init.node().GetInt("group", 1);
+  if (init.node().domain == internal_ops::kDomain) {
+    using Op = internal_ops::FusedConv;
+    auto act = ParseConvActivation(init.node().GetString(Op::kActivation, ""), init.node().GetFloats(Op::kActivationParams));
+    if (!act.ok()) return absl::InvalidArgumentError(absl::StrCat(init.node().Describe(), ": ", act.status().message()));
+    a.act = *act;
+  }
   return std::unique_ptr<OpKernel>(new ConvKernel(std::move(a)));
 }
 
@@ -688,6 +716,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeMaxUnpool(const KernelInit& init) 
 
 void RegisterNNOps(KernelRegistry& r) {
   AddVersions(r, "Conv", {1, 11, 22}, MakeConv);
+  r.Add(internal_ops::kDomain, internal_ops::FusedConv::kName, internal_ops::kOpset, internal_ops::kOpset, MakeConv);
   AddVersions(r, "ConvTranspose", {1, 11, 22}, MakeConvTranspose);
   AddVersions(r, "MaxPool", {1, 8, 10, 11, 12, 22}, MakePool(PoolKind::kMax));
   AddVersions(r, "AveragePool", {1, 7, 10, 11, 19, 22}, MakePool(PoolKind::kAverage));

@@ -1,0 +1,56 @@
+// Float32 2-D convolution fast paths (1-D runs as H = 1): im2col tiles through the packed float
+// GEMM, the input itself as the column matrix for pointwise (1x1, stride 1, no padding) convs, a
+// direct depthwise kernel, and bias plus an activation applied as the epilogue while a tile is
+// still in cache. ops/nn.cc's Conv and the fused internal Conv (graph/passes/conv_fusion.cc) call
+// it; the plain reference (ConvFloat2DReference) is what tests and bench_conv hold it against.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace oneinfer {
+
+class ThreadPool;
+
+// The activation a Conv's epilogue applies (after the bias), with the unfused op's parameters.
+struct ConvActivation {
+  enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kHardSigmoid, kSigmoid, kHardSwish };
+  Kind kind = Kind::kNone;
+  float alpha = 0.f;  // Clip: min; LeakyRelu, HardSigmoid: alpha
+  float beta = 0.f;   // Clip: max; HardSigmoid: beta
+};
+
+// From the fused node's attributes: the ONNX op name ("" = none) and its parameters (Clip: min,
+// max; LeakyRelu: alpha; HardSigmoid: alpha, beta; others none). An unknown name or a wrong count
+// is an error.
+absl::StatusOr<ConvActivation> ParseConvActivation(const std::string& op, const std::vector<float>& params);
+
+// y[i] = act(y[i] + bias) for n elements.
+void ApplyConvEpilogue(float* y, int64_t n, float bias, const ConvActivation& act);
+// The plain loop the tiers are checked against.
+void ApplyConvEpilogueReference(float* y, int64_t n, float bias, const ConvActivation& act);
+
+// Resolved geometry of one NCHW convolution (pads already resolved from auto_pad).
+struct Conv2DParams {
+  int64_t N = 1, C = 1, H = 1, W = 1;  // input
+  int64_t M = 1, G = 1;                // output channels, groups
+  int64_t KH = 1, KW = 1, SH = 1, SW = 1, DH = 1, DW = 1;
+  int64_t PT = 0, PL = 0;  // begin pads (the end pads only bound OH, OW)
+  int64_t OH = 1, OW = 1;
+};
+
+// y [N, M, OH, OW] = act(conv(x [N, C, H, W], w [M, C/G, KH, KW]) + bias [M] (may be null)).
+void ConvFloat2D(const Conv2DParams& p, const float* x, const float* w, const float* bias,
+                 const ConvActivation& act, float* y, ThreadPool* pool);
+
+// The same by the definition, one output at a time with double accumulation (tests, benches).
+void ConvFloat2DReference(const Conv2DParams& p, const float* x, const float* w, const float* bias,
+                          const ConvActivation& act, float* y);
+
+// Which path ConvFloat2D takes for p: "depthwise", "pointwise" or "im2col" (tests, benches).
+const char* ConvFloat2DPath(const Conv2DParams& p);
+
+}  // namespace oneinfer
