@@ -74,6 +74,8 @@ struct FusedConv {
   static constexpr char kActivation[] = "activation";  // string: the ONNX op ("" = none)
   // floats: Clip min, max; LeakyRelu alpha; HardSigmoid alpha, beta; none for the others
   static constexpr char kActivationParams[] = "activation_params";
+  // floats [scale, shift], optional: y = activation(conv) * scale + shift
+  static constexpr char kOutputAffine[] = "output_affine";
 };
 
 }  // namespace oneinfer::internal_ops

@@ -171,7 +171,7 @@ std::vector<OpSignature> Declarations() {
   d.push_back(Op(in, io::FusedConv::kName, v, "rro", "r",
                  {{"auto_pad", T::kString}, {"dilations", T::kInts}, {"group", T::kInt}, {"kernel_shape", T::kInts},
                   {"pads", T::kInts}, {"strides", T::kInts}, {io::FusedConv::kActivation, T::kString},
-                  {io::FusedConv::kActivationParams, T::kFloats}}));
+                  {io::FusedConv::kActivationParams, T::kFloats}, {io::FusedConv::kOutputAffine, T::kFloats}}));
   return d;
 }
 

@@ -36,6 +36,8 @@ ONEINFER_AVX2 void ConvEpilogueAvx2(float* y, int64_t n, float bias, const ConvA
   const __m256 b = _mm256_set1_ps(bias), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
   const __m256 alpha = _mm256_set1_ps(act.alpha), beta = _mm256_set1_ps(act.beta);
   const __m256 sixth = _mm256_set1_ps(1.f / 6.f), half = _mm256_set1_ps(0.5f);
+  const __m256 scale = _mm256_set1_ps(act.scale), shift = _mm256_set1_ps(act.shift);
+  const bool affine = act.has_affine();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + i), b);
@@ -53,6 +55,7 @@ ONEINFER_AVX2 void ConvEpilogueAvx2(float* y, int64_t n, float bias, const ConvA
         break;
       default: break;
     }
+    if (affine) v = _mm256_add_ps(_mm256_mul_ps(v, scale), shift);
     _mm256_storeu_ps(y + i, v);
   }
   if (i < n) ApplyConvEpilogueReference(y + i, n - i, bias, act);

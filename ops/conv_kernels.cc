@@ -166,7 +166,8 @@ void DepthwiseTapReference(float* acc, const float* src, int64_t n, int64_t stri
 
 }  // namespace conv_internal
 
-absl::StatusOr<ConvActivation> ParseConvActivation(const std::string& op, const std::vector<float>& params) {
+absl::StatusOr<ConvActivation> ParseConvActivation(const std::string& op, const std::vector<float>& params,
+                                                   const std::vector<float>& output_affine) {
   ConvActivation a;
   size_t want = 0;
   if (op.empty()) {
@@ -194,10 +195,28 @@ absl::StatusOr<ConvActivation> ParseConvActivation(const std::string& op, const 
         absl::StrCat("fused Conv activation ", op, " takes ", want, " parameters, got ", params.size()));
   if (want >= 1) a.alpha = params[0];
   if (want >= 2) a.beta = params[1];
+  if (!output_affine.empty() && output_affine.size() != 2)
+    return absl::InvalidArgumentError(absl::StrCat("output_affine takes [scale, shift], got ", output_affine.size(), " values"));
+  if (output_affine.size() == 2) a.scale = output_affine[0], a.shift = output_affine[1];
   return a;
 }
 
 void ApplyConvEpilogueReference(float* y, int64_t n, float bias, const ConvActivation& act) {
+  conv_internal::ActivationReference(y, n, bias, act);
+  if (act.has_affine())
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] * act.scale + act.shift;
+}
+
+void ApplyConvEpilogue(float* y, int64_t n, float bias, const ConvActivation& act) {
+  if (act.kind == Kind::kNone && bias == 0.f && !act.has_affine()) return;
+  if (UseAvx2()) {
+    conv_internal::ConvEpilogueAvx2(y, n, bias, act);
+  } else {
+    ApplyConvEpilogueReference(y, n, bias, act);
+  }
+}
+
+void conv_internal::ActivationReference(float* y, int64_t n, float bias, const ConvActivation& act) {
   switch (act.kind) {
     case Kind::kNone:
       if (bias != 0.f) for (int64_t i = 0; i < n; ++i) y[i] += bias;
@@ -226,15 +245,6 @@ void ApplyConvEpilogueReference(float* y, int64_t n, float bias, const ConvActiv
         y[i] = v * std::max(0.f, std::min(1.f, v * (1.f / 6.f) + 0.5f));
       }
       return;
-  }
-}
-
-void ApplyConvEpilogue(float* y, int64_t n, float bias, const ConvActivation& act) {
-  if (act.kind == Kind::kNone && bias == 0.f) return;
-  if (UseAvx2()) {
-    conv_internal::ConvEpilogueAvx2(y, n, bias, act);
-  } else {
-    ApplyConvEpilogueReference(y, n, bias, act);
   }
 }
 

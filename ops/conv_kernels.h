@@ -21,12 +21,15 @@ struct ConvActivation {
   Kind kind = Kind::kNone;
   float alpha = 0.f;  // Clip: min; LeakyRelu, HardSigmoid: alpha
   float beta = 0.f;   // Clip: max; HardSigmoid: beta
+  float scale = 1.f, shift = 0.f;  // then y = act * scale + shift (affine nodes fused after it)
+  bool has_affine() const { return scale != 1.f || shift != 0.f; }
 };
 
 // From the fused node's attributes: the ONNX op name ("" = none) and its parameters (Clip: min,
 // max; LeakyRelu: alpha; HardSigmoid: alpha, beta; others none). An unknown name or a wrong count
-// is an error.
-absl::StatusOr<ConvActivation> ParseConvActivation(const std::string& op, const std::vector<float>& params);
+// is an error. output_affine: empty, or [scale, shift].
+absl::StatusOr<ConvActivation> ParseConvActivation(const std::string& op, const std::vector<float>& params,
+                                                   const std::vector<float>& output_affine);
 
 // y[i] = act(y[i] + bias) for n elements.
 void ApplyConvEpilogue(float* y, int64_t n, float bias, const ConvActivation& act);

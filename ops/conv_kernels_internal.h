@@ -12,7 +12,10 @@ namespace oneinfer::conv_internal {
 void DepthwiseTapReference(float* acc, const float* src, int64_t n, int64_t stride, float w);
 void DepthwiseTapAvx2(float* acc, const float* src, int64_t n, int64_t stride, float w);
 
-// y[i] = act(y[i] + bias); Sigmoid goes through the reference's expf for equal values.
+// y[i] = act(y[i] + bias), without the output affine: the reference's first step.
+void ActivationReference(float* y, int64_t n, float bias, const ConvActivation& act);
+
+// y[i] = act(y[i] + bias) * scale + shift; Sigmoid goes through the reference's expf for equal values.
 void ConvEpilogueAvx2(float* y, int64_t n, float bias, const ConvActivation& act);
 
 }  // namespace oneinfer::conv_internal

@@ -275,7 +275,7 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
       return absl::OkStatus();
     });
     if (!st.ok()) return st;
-    if (a.act.kind != ConvActivation::Kind::kNone) {
+    if (a.act.kind != ConvActivation::Kind::kNone || a.act.has_affine()) {
       if (yf.dtype() != DType::kFloat32) return InvalidArgument(ctx, "a fused activation needs float32 or float16");
       ApplyConvEpilogueReference(yf.data<float>(), yf.num_elements(), 0.f, a.act);
     }
@@ -304,7 +304,8 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
   a.group = init.node().GetInt("group", 1);
   if (init.node().domain == internal_ops::kDomain) {
     using Op = internal_ops::FusedConv;
-    auto act = ParseConvActivation(init.node().GetString(Op::kActivation, ""), init.node().GetFloats(Op::kActivationParams));
+    auto act = ParseConvActivation(init.node().GetString(Op::kActivation, ""), init.node().GetFloats(Op::kActivationParams),
+                                   init.node().GetFloats(Op::kOutputAffine));
     if (!act.ok()) return absl::InvalidArgumentError(absl::StrCat(init.node().Describe(), ": ", act.status().message()));
     a.act = *act;
   }

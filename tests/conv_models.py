@@ -7,6 +7,7 @@ usage: conv_models.py build DIR [CASE...]  writes DIR/<case>/{model.onnx (a link
        conv_models.py compare DIR         compares DIR/<case>/ours/output_<j>.pb (oneinfer exec) with
                                           DIR/<case>/ort/output_<j>.bin (tests/oracles/ort_run_cases.js)
                                           as the conformance runner does: |ours - ort| <= 1e-7 + 1e-3 |ort|
+                                          (ATOL_OF: the one case with a stated wider floor)
 """
 import json
 import os
@@ -29,6 +30,13 @@ def image(shape, seed):
 def audio(n, seed):
     return (0.1 * np.random.default_rng(seed).standard_normal((1, n))).astype(np.float32)
 
+
+# The conformance runner's bound, |ours - ort| <= ATOL + 1e-3 |ort|, except where a case says why not.
+ATOL = 1e-7
+# PP-OCRv4 det ends in a Sigmoid whose outputs on a random image are mostly ~1e-8: ONNX Runtime's
+# logistic approximation is off by ~1.2e-7 absolute there (1.49e-7 where float32 gives 2.5e-8),
+# so its outputs are compared with an absolute floor of 5e-7 (relative 1e-3 above it).
+ATOL_OF = {"ppocr_v4_det": 5e-7}
 
 # case -> (model file, [(input name, array)])
 CASES = {
@@ -102,7 +110,7 @@ def compare(root):
                 ok = False
                 continue
             diff = np.abs(ours.astype(np.float64) - ort.astype(np.float64))
-            bound = 1e-7 + 1e-3 * np.abs(ort.astype(np.float64))
+            bound = ATOL_OF.get(c, ATOL) + 1e-3 * np.abs(ort.astype(np.float64))
             ratio = float((diff / bound).max()) if diff.size else 0.0
             ok = ok and bool(np.all(diff <= bound))
             parts.append(f"{o['name']} {list(ours.shape)} max|diff| {diff.max() if diff.size else 0:.3g}"

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/shape_rules.h"
 
@@ -88,6 +89,8 @@ absl::StatusOr<int> InferShapes(Graph& g) {
     if (n.domain.empty()) {
       auto rule = rules.find(n.op_type);
       if (rule != rules.end()) rule->second(c);
+    } else if (n.domain == internal_ops::kDomain && n.op_type == internal_ops::FusedConv::kName) {
+      rules.at("Conv")(c);  // a Conv's shape rule reads only its inputs and window attributes
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const std::string& name = n.outputs[k];
