@@ -2,29 +2,86 @@
 // rounding of the reference: FMA rounds a*b+c once where the reference rounds twice.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "ops/conv_kernels_internal.h"
 
 namespace oneinfer::conv_internal {
 
 #define ONEINFER_AVX2 __attribute__((target("avx2,fma")))
 
-ONEINFER_AVX2 void DepthwiseTapAvx2(float* acc, const float* src, int64_t n, int64_t stride, float w) {
-  const __m256 wv = _mm256_set1_ps(w);
-  int64_t i = 0;
-  if (stride == 1) {
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + i), _mm256_loadu_ps(acc + i)));
-  } else if (stride == 2) {
-    // Even lanes of two consecutive vectors: src[2i] for 8 outputs.
+namespace {
+
+// The padded plane's width: every 8-wide run of outputs (OW rounded up) reads inside it.
+int64_t PaddedWidth(const Conv2DParams& p) {
+  const int64_t ow8 = (p.OW + 7) / 8 * 8;
+  return (ow8 - 1) * p.SW + (p.KW - 1) * p.DW + 1 + 8;
+}
+int64_t PaddedHeight(const Conv2DParams& p) { return (p.OH - 1) * p.SH + (p.KH - 1) * p.DH + 1; }
+
+// 8 floats src[0], src[s], ..., src[7 s] for s = 1 or 2.
+template <int S>
+ONEINFER_AVX2 inline __m256 Load8(const float* src) {
+  if constexpr (S == 1) {
+    return _mm256_loadu_ps(src);
+  } else {
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    for (; i + 9 <= n; i += 8) {  // reads src[2i .. 2i + 15], all <= 2 (n - 1)
-      const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + 2 * i), even);
-      const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + 2 * i + 8), even);
-      const __m256 x = _mm256_permute2f128_ps(a, b, 0x20);
-      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, x, _mm256_loadu_ps(acc + i)));
+    const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src), even);
+    const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + 8), even);
+    return _mm256_permute2f128_ps(a, b, 0x20);
+  }
+}
+
+template <int S>
+ONEINFER_AVX2 void DepthwiseRows(const Conv2DParams& p, const float* pad, int64_t wp, const float* w, float* y) {
+  float tail[8];
+  for (int64_t oh = 0; oh < p.OH; ++oh) {
+    float* yr = y + oh * p.OW;
+    for (int64_t ow = 0; ow < p.OW; ow += 8) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t kh = 0; kh < p.KH; ++kh) {
+        const float* row = pad + (oh * p.SH + kh * p.DH) * wp + ow * S;
+        const float* wk = w + kh * p.KW;
+        for (int64_t kw = 0; kw < p.KW; ++kw)
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(wk[kw]), Load8<S>(row + kw * p.DW), acc);
+      }
+      if (ow + 8 <= p.OW) {
+        _mm256_storeu_ps(yr + ow, acc);
+      } else {
+        _mm256_storeu_ps(tail, acc);
+        for (int64_t i = 0; i < p.OW - ow; ++i) yr[ow + i] = tail[i];
+      }
     }
   }
-  for (; i < n; ++i) acc[i] += w * src[i * stride];
+}
+
+}  // namespace
+
+int64_t DepthwiseScratchFloats(const Conv2DParams& p) { return PaddedHeight(p) * PaddedWidth(p) + 16; }
+
+ONEINFER_AVX2 bool DepthwisePlaneAvx2(const Conv2DParams& p, const float* x, const float* w, float* y, float* scratch) {
+  if (p.SW != 1 && p.SW != 2) return false;
+  const int64_t hp = PaddedHeight(p), wp = PaddedWidth(p);
+  // Padded row r holds input row r - PT; column c input column c - PL (zeros outside).
+  for (int64_t r = 0; r < hp; ++r) {
+    float* dst = scratch + r * wp;
+    const int64_t ih = r - p.PT;
+    if (ih < 0 || ih >= p.H) {
+      std::memset(dst, 0, static_cast<size_t>(wp) * sizeof(float));
+      continue;
+    }
+    const int64_t c0 = std::min<int64_t>(p.PL, wp), c1 = std::max(c0, std::min<int64_t>(wp, p.PL + p.W));
+    std::memset(dst, 0, static_cast<size_t>(c0) * sizeof(float));
+    std::memcpy(dst + c0, x + ih * p.W + (c0 - p.PL), static_cast<size_t>(c1 - c0) * sizeof(float));
+    std::memset(dst + c1, 0, static_cast<size_t>(wp - c1) * sizeof(float));
+  }
+  if (p.SW == 1) {
+    DepthwiseRows<1>(p, scratch, wp, w, y);
+  } else {
+    DepthwiseRows<2>(p, scratch, wp, w, y);
+  }
+  return true;
 }
 
 ONEINFER_AVX2 void ConvEpilogueAvx2(float* y, int64_t n, float bias, const ConvActivation& act) {

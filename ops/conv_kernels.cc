@@ -78,10 +78,10 @@ void EpilogueRows(float* y, int64_t rows, int64_t ld, int64_t n, const float* bi
   for (int64_t m = 0; m < rows; ++m) ApplyConvEpilogue(y + m * ld, n, bias ? bias[m] : 0.f, act);
 }
 
-// One output plane of a depthwise conv (one channel, one image).
+// One output plane of a depthwise conv (one channel, one image), tap by tap: the reference tier.
 void DepthwisePlane(const Conv2DParams& p, const float* x, const float* w, float bias, const ConvActivation& act,
-                    float* y, bool avx2) {
-  auto tap = avx2 ? conv_internal::DepthwiseTapAvx2 : conv_internal::DepthwiseTapReference;
+                    float* y) {
+  auto tap = conv_internal::DepthwiseTapReference;
   for (int64_t oh = 0; oh < p.OH; ++oh) {
     float* yr = y + oh * p.OW;
     std::fill(yr, yr + p.OW, 0.f);
@@ -103,12 +103,19 @@ void DepthwisePlane(const Conv2DParams& p, const float* x, const float* w, float
 void ConvDepthwise(const Conv2DParams& p, const float* x, const float* w, const float* bias,
                    const ConvActivation& act, float* y, ThreadPool* pool) {
   const int64_t planes = p.N * p.C, in_plane = p.H * p.W, out_plane = p.OH * p.OW;
-  const bool avx2 = UseAvx2();
+  const bool avx2 = UseAvx2() && (p.SW == 1 || p.SW == 2);
   const int64_t min_chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_plane * p.KH * p.KW));
   ParallelFor(pool, planes, min_chunk, [&](int64_t b, int64_t e) {
+    std::vector<float> scratch(avx2 ? static_cast<size_t>(conv_internal::DepthwiseScratchFloats(p)) : 0);
     for (int64_t pl = b; pl < e; ++pl) {
       const int64_t c = pl % p.C;
-      DepthwisePlane(p, x + pl * in_plane, w + c * p.KH * p.KW, bias ? bias[c] : 0.f, act, y + pl * out_plane, avx2);
+      const float* wc = w + c * p.KH * p.KW;
+      float* yp = y + pl * out_plane;
+      if (avx2 && conv_internal::DepthwisePlaneAvx2(p, x + pl * in_plane, wc, yp, scratch.data())) {
+        ApplyConvEpilogue(yp, out_plane, bias ? bias[c] : 0.f, act);
+      } else {
+        DepthwisePlane(p, x + pl * in_plane, wc, bias ? bias[c] : 0.f, act, yp);
+      }
     }
   });
 }

@@ -320,6 +320,32 @@ struct ConvTAttrs {
   std::vector<int64_t> output_padding, output_shape;
 };
 
+// 2-D col2im of ConvTranspose: y[m] += each tap's rows of col, scattered along their stride
+// (g is the equivalent forward conv: g.in is y's spatial shape, g.out the input's).
+template <typename T>
+void Col2Im2D(const Geometry& g, const T* col, T* y, int64_t channels, ThreadPool* pool) {
+  const int64_t IH = g.out[0], IW = g.out[1], OH = g.in[0], OW = g.in[1], KH = g.k[0], KW = g.k[1];
+  ParallelFor(pool, channels, 1, [&](int64_t mb, int64_t me) {
+    for (int64_t m = mb; m < me; ++m) {
+      T* ym = y + m * OH * OW;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const T* src = col + ((m * KH + kh) * KW + kw) * IH * IW;
+          const int64_t off = kw * g.d[1] - g.pb[1];  // ox = iw * s + off
+          const int64_t lo = off >= 0 ? 0 : (-off + g.s[1] - 1) / g.s[1];
+          const int64_t hi = OW - 1 - off < 0 ? 0 : std::min(IW, (OW - 1 - off) / g.s[1] + 1);
+          for (int64_t ih = 0; ih < IH; ++ih) {
+            const int64_t oy = ih * g.s[0] - g.pb[0] + kh * g.d[0];
+            if (oy < 0 || oy >= OH) continue;
+            T* yr = ym + oy * OW + off;
+            const T* sr = src + ih * IW;
+            for (int64_t iw = lo; iw < hi; ++iw) yr[iw * g.s[1]] += sr[iw];
+          }
+        }
+    }
+  });
+}
+
 absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "ConvTranspose needs inputs X and W");
   const DType dt = ctx.input(0).dtype();
@@ -397,6 +423,10 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
         for (int64_t gi = 0; gi < G; ++gi) {
           Gemm<T>(true, false, rows, Pin, Cg, w.data<T>() + gi * Cg * rows, rows,
                   x.data<T>() + (n * C + gi * Cg) * Pin, Pin, col.data(), Pin, ctx.thread_pool());
+          if (nd == 2) {
+            Col2Im2D(g, col.data(), y + (n * M + gi * Mg) * Pout, Mg, ctx.thread_pool());
+            continue;
+          }
           // col2im: scatter-add each tap back; channels are independent.
           ParallelFor(ctx.thread_pool(), Mg, 1, [&](int64_t mb, int64_t me) {
             std::vector<int64_t> tap(nd), o(nd);
@@ -542,6 +572,58 @@ void PoolCore(const PoolAttrs& a, const Geometry& g, const T* x, T* y, int64_t* 
   });
 }
 
+// 2-D float Max/AveragePool without indices: per output, the window's valid rows and columns
+// are a range, so no tap table or multi-index walk.
+void Pool2DFloat(const PoolAttrs& a, const Geometry& g, const float* x, float* y, int64_t planes, ThreadPool* pool) {
+  const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1];
+  const int64_t KH = g.k[0], KW = g.k[1], SH = g.s[0], SW = g.s[1], DH = g.d[0], DW = g.d[1];
+  // Taps of output o along a dim: valid (inside the input) and counted (inside input + pads).
+  auto taps = [](int64_t o, int64_t s, int64_t pb, int64_t pe, int64_t k, int64_t d, int64_t in, int64_t* first,
+                 int64_t* last, int64_t* padded) {
+    const int64_t start = o * s - pb;
+    *first = start >= 0 ? 0 : (-start + d - 1) / d;
+    *last = in - 1 - start < 0 ? 0 : std::min(k, (in - 1 - start) / d + 1);
+    if (*last < *first) *last = *first;
+    int64_t n = 0;
+    for (int64_t t = 0; t < k; ++t) n += start + t * d < in + pe;
+    *padded = n;
+  };
+  std::vector<int64_t> wf(OW), wl(OW), wp(OW);
+  for (int64_t ow = 0; ow < OW; ++ow) taps(ow, SW, g.pb[1], g.pe[1], KW, DW, W, &wf[ow], &wl[ow], &wp[ow]);
+  const bool is_max = a.kind == PoolKind::kMax;
+  ParallelFor(pool, planes, 1, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const float* xp = x + pl * H * W;
+      float* yp = y + pl * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t hf, hl, hp;
+        taps(oh, SH, g.pb[0], g.pe[0], KH, DH, H, &hf, &hl, &hp);
+        const int64_t ih0 = oh * SH - g.pb[0];
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t iw0 = ow * SW - g.pb[1];
+          float acc = is_max ? -std::numeric_limits<float>::infinity() : 0.f;
+          for (int64_t kh = hf; kh < hl; ++kh) {
+            const float* row = xp + (ih0 + kh * DH) * W + iw0;
+            for (int64_t kw = wf[ow]; kw < wl[ow]; ++kw) {
+              const float v = row[kw * DW];
+              if (is_max) {
+                acc = v > acc ? v : acc;
+              } else {
+                acc += v;
+              }
+            }
+          }
+          if (!is_max) {
+            const int64_t count = a.count_include_pad ? hp * wp[ow] : (hl - hf) * (wl[ow] - wf[ow]);
+            acc = count > 0 ? acc / static_cast<float>(count) : 0.f;
+          }
+          yp[oh * OW + ow] = acc;
+        }
+      }
+    }
+  });
+}
+
 absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   if (!ctx.has_input(0)) return InvalidArgument(ctx, "missing input X");
   const Tensor& x = ctx.input(0);
@@ -562,6 +644,10 @@ absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   }
   if (y.num_elements() == 0) return absl::OkStatus();
   const int64_t planes = x.dim(0) * x.dim(1);
+  if (dt == DType::kFloat32 && g.nd == 2 && ind == nullptr && a.kind != PoolKind::kLp) {
+    Pool2DFloat(a, g, x.data<float>(), y.data<float>(), planes, ctx.thread_pool());
+    return absl::OkStatus();
+  }
   return VisitNumeric(dt, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, float16> ||
