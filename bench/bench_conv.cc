@@ -51,6 +51,23 @@ void BM_ConvFloat2D(benchmark::State& state) {
   SetCounters(state, pr);
 }
 
+// The same with the weights packed at load: small outputs take the transposed product.
+void BM_ConvFloat2DPacked(benchmark::State& state) {
+  Problem pr(state);
+  const int threads = static_cast<int>(state.range(6));
+  auto pool = threads > 1 ? std::make_unique<oneinfer::ThreadPool>(threads) : nullptr;
+  const auto packed = oneinfer::PackConvWeights(pr.p.M, pr.p.G, pr.p.C / pr.p.G * pr.p.KH * pr.p.KW, pr.w.data());
+  oneinfer::ConvActivation act;
+  act.kind = oneinfer::ConvActivation::Kind::kHardSwish;
+  for (auto _ : state) {
+    oneinfer::ConvFloat2D(pr.p, pr.x.data(), pr.w.data(), pr.b.data(), act, pr.y.data(), pool.get(), &packed);
+    benchmark::DoNotOptimize(pr.y.data());
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, pr);
+  state.SetLabel(oneinfer::ConvFloat2DPath(pr.p, true));
+}
+
 void BM_ConvFloat2DReference(benchmark::State& state) {
   Problem pr(state);
   oneinfer::ConvActivation act;
@@ -70,7 +87,11 @@ void Shapes(benchmark::internal::Benchmark* b, bool threads2) {
                                                          {192, 20, 192, 1, 1, 1},
                                                          {48, 80, 48, 3, 2, 48},
                                                          {192, 20, 192, 5, 1, 192},
-                                                         {3, 320, 16, 3, 2, 1}}) {
+                                                         {3, 320, 16, 3, 2, 1},
+                                                         // small outputs: det's 10x10 and 8x8 ends
+                                                         {96, 10, 96, 3, 1, 1},
+                                                         {256, 8, 128, 1, 1, 1},
+                                                         {128, 4, 128, 3, 1, 1}}) {
     auto args = s;
     args.push_back(1);
     b->Args(args);
@@ -83,6 +104,7 @@ void Shapes(benchmark::internal::Benchmark* b, bool threads2) {
 }
 
 BENCHMARK(BM_ConvFloat2D)->Apply([](benchmark::internal::Benchmark* b) { Shapes(b, true); })->UseRealTime();
+BENCHMARK(BM_ConvFloat2DPacked)->Apply([](benchmark::internal::Benchmark* b) { Shapes(b, true); })->UseRealTime();
 BENCHMARK(BM_ConvFloat2DReference)->Apply([](benchmark::internal::Benchmark* b) { Shapes(b, false); })->UseRealTime();
 
 }  // namespace

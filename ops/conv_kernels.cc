@@ -164,7 +164,43 @@ void ConvGemm(const Conv2DParams& p, const float* x, const float* w, const float
   }
 }
 
+bool IsSmallOutput(const Conv2DParams& p, const ConvPackedWeights* packed) {
+  return packed != nullptr && static_cast<int64_t>(packed->groups.size()) == p.G && p.OH * p.OW <= kConvSmallOutputs;
+}
+
+// Y^T = col^T * W^T per image and group, then Y (and the epilogue) by one transpose of the small P x Mg block.
+void ConvSmallOutput(const Conv2DParams& p, const float* x, const ConvPackedWeights& packed, const float* bias,
+                     const ConvActivation& act, float* y, ThreadPool* pool) {
+  const int64_t Cg = p.C / p.G, Mg = p.M / p.G, rows = Cg * p.KH * p.KW, P = p.OH * p.OW;
+  std::vector<float> col(static_cast<size_t>(rows * P)), colT(col.size()), yT(static_cast<size_t>(P * Mg));
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t g = 0; g < p.G; ++g) {
+      const float* xg = x + (n * p.C + g * Cg) * p.H * p.W;
+      const float* src = xg;
+      if (!IsPointwise(p)) {
+        Im2ColTile(p, xg, Cg, 0, P, col.data());
+        src = col.data();
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t q = 0; q < P; ++q) colT[q * rows + r] = src[r * P + q];
+      SgemmPacked(P, Mg, rows, 1.f, colT.data(), rows, packed.groups[g], 0.f, yT.data(), Mg, pool);
+      float* yg = y + (n * p.M + g * Mg) * P;
+      for (int64_t m = 0; m < Mg; ++m) {
+        for (int64_t q = 0; q < P; ++q) yg[m * P + q] = yT[q * Mg + m];
+        ApplyConvEpilogue(yg + m * P, P, bias ? bias[g * Mg + m] : 0.f, act);
+      }
+    }
+}
+
 }  // namespace
+
+ConvPackedWeights PackConvWeights(int64_t M, int64_t groups, int64_t K_per_group, const float* w) {
+  ConvPackedWeights packed;
+  const int64_t Mg = M / groups;
+  for (int64_t g = 0; g < groups; ++g)
+    packed.groups.push_back(PackedMatrixB::Pack(true, K_per_group, Mg, w + g * Mg * K_per_group, K_per_group));
+  return packed;
+}
 
 namespace conv_internal {
 
@@ -256,15 +292,18 @@ void conv_internal::ActivationReference(float* y, int64_t n, float bias, const C
   }
 }
 
-const char* ConvFloat2DPath(const Conv2DParams& p) {
+const char* ConvFloat2DPath(const Conv2DParams& p, bool packed) {
   if (IsDepthwise(p)) return "depthwise";
+  if (packed && p.OH * p.OW <= kConvSmallOutputs) return "small-output";
   return IsPointwise(p) ? "pointwise" : "im2col";
 }
 
 void ConvFloat2D(const Conv2DParams& p, const float* x, const float* w, const float* bias,
-                 const ConvActivation& act, float* y, ThreadPool* pool) {
+                 const ConvActivation& act, float* y, ThreadPool* pool, const ConvPackedWeights* packed) {
   if (IsDepthwise(p)) {
     ConvDepthwise(p, x, w, bias, act, y, pool);
+  } else if (IsSmallOutput(p, packed)) {
+    ConvSmallOutput(p, x, *packed, bias, act, y, pool);
   } else {
     ConvGemm(p, x, w, bias, act, y, pool);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ops/gemm/sgemm.h"
 
 namespace oneinfer {
 
@@ -45,15 +46,30 @@ struct Conv2DParams {
   int64_t OH = 1, OW = 1;
 };
 
+// Constant weights packed once (at load) for convolutions with few outputs per channel
+// (P = OH*OW <= kConvSmallOutputs): there the product runs transposed, Y^T [P x Mg] =
+// col^T [P x K] * W_g^T [K x Mg], so the long dimension is the weights' and the GEMM streams
+// them from this packing instead of repacking a P-wide column block per call (bench_conv, one
+// thread: 3x3 128 -> 128 at 4x4 27 -> 64 GFLOP/s; 1x1 256 -> 128 at 8x8 108 -> 55, so P <= 24).
+inline constexpr int64_t kConvSmallOutputs = 24;
+struct ConvPackedWeights {
+  std::vector<PackedMatrixB> groups;  // W_g^T [Cg*KH*KW x M/G] per group
+};
+// w [M, C/G, KH, KW] with `groups` groups.
+ConvPackedWeights PackConvWeights(int64_t M, int64_t groups, int64_t K_per_group, const float* w);
+
 // y [N, M, OH, OW] = act(conv(x [N, C, H, W], w [M, C/G, KH, KW]) + bias [M] (may be null)).
+// packed (may be null): w's packing, which the small-output path takes when present.
 void ConvFloat2D(const Conv2DParams& p, const float* x, const float* w, const float* bias,
-                 const ConvActivation& act, float* y, ThreadPool* pool);
+                 const ConvActivation& act, float* y, ThreadPool* pool,
+                 const ConvPackedWeights* packed = nullptr);
 
 // The same by the definition, one output at a time with double accumulation (tests, benches).
 void ConvFloat2DReference(const Conv2DParams& p, const float* x, const float* w, const float* bias,
                           const ConvActivation& act, float* y);
 
-// Which path ConvFloat2D takes for p: "depthwise", "pointwise" or "im2col" (tests, benches).
-const char* ConvFloat2DPath(const Conv2DParams& p);
+// Which path ConvFloat2D takes for p: "depthwise", "small-output" (with packed weights),
+// "pointwise" or "im2col" (tests, benches).
+const char* ConvFloat2DPath(const Conv2DParams& p, bool packed = false);
 
 }  // namespace oneinfer

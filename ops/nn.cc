@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -224,7 +225,7 @@ absl::StatusOr<std::vector<Tensor>> WidenInputs(OpContext& ctx, size_t n) {
   return v;
 }
 
-absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
+absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a, const ConvPackedWeights* packed) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "Conv needs inputs X and W");
   const DType dt = ctx.input(0).dtype();
   std::vector<Tensor> in(3);
@@ -266,7 +267,7 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
     p.PT = one_d ? 0 : g.pb[0], p.PL = g.pb[g.nd - 1];
     p.OH = one_d ? 1 : g.out[0], p.OW = g.out[g.nd - 1];
     ConvFloat2D(p, x.data<float>(), w.data<float>(), in[2].defined() ? in[2].data<float>() : nullptr, a.act,
-                yf.data<float>(), ctx.thread_pool());
+                yf.data<float>(), ctx.thread_pool(), half ? nullptr : packed);
   } else if (yf.num_elements() > 0) {
     st = WithFloatType(ctx, x.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
@@ -290,11 +291,29 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
 
 class ConvKernel : public OpKernel {
  public:
-  explicit ConvKernel(ConvAttrs a) : a_(std::move(a)) {}
-  absl::Status Compute(OpContext& ctx) const override { return ConvCompute(ctx, a_); }
+  // weight: the constant W (float32, rank >= 3), or null when W is computed.
+  ConvKernel(ConvAttrs a, const Tensor* weight) : a_(std::move(a)), weight_(weight) {}
+  absl::Status Compute(OpContext& ctx) const override {
+    if (weight_ != nullptr) (void)PrepareWeights(nullptr);
+    // The packing is of this very tensor (a constant slot never changes, the check is for certainty).
+    const bool same = weight_ != nullptr && ctx.has_input(1) && ctx.input(1).raw_data() == weight_->raw_data();
+    return ConvCompute(ctx, a_, same ? &packed_ : nullptr);
+  }
+  // W_g^T packed for the small-output path (ops/conv_kernels.h).
+  absl::Status PrepareWeights(ThreadPool*) const override {
+    if (weight_ == nullptr) return absl::OkStatus();
+    std::call_once(packed_once_, [this] {
+      const int64_t M = weight_->dim(0);
+      if (a_.group >= 1 && M % a_.group == 0) packed_ = PackConvWeights(M, a_.group, weight_->num_elements() / M, weight_->data<float>());
+    });
+    return absl::OkStatus();
+  }
 
  private:
   ConvAttrs a_;
+  const Tensor* weight_;
+  mutable std::once_flag packed_once_;
+  mutable ConvPackedWeights packed_;
 };
 
 absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
@@ -309,7 +328,9 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
     if (!act.ok()) return absl::InvalidArgumentError(absl::StrCat(init.node().Describe(), ": ", act.status().message()));
     a.act = *act;
   }
-  return std::unique_ptr<OpKernel>(new ConvKernel(std::move(a)));
+  const Tensor* w = init.ConstantInput(1);
+  if (w != nullptr && (w->dtype() != DType::kFloat32 || w->rank() < 3 || w->dim(0) < 1)) w = nullptr;
+  return std::unique_ptr<OpKernel>(new ConvKernel(std::move(a), w));
 }
 
 // ---------------------------------------------------------------- ConvTranspose
