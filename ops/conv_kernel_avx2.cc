@@ -13,11 +13,13 @@ namespace oneinfer::conv_internal {
 
 namespace {
 
-// The padded plane's width: every 8-wide run of outputs (OW rounded up) reads inside it.
-int64_t PaddedWidth(const Conv2DParams& p) {
-  const int64_t ow8 = (p.OW + 7) / 8 * 8;
-  return (ow8 - 1) * p.SW + (p.KW - 1) * p.DW + 1 + 8;
-}
+// Outputs per row chunk: V vectors of 8 with V independent accumulators (one FMA chain per
+// vector would wait on the FMA latency); 32 where rounding OW up to 32 wastes little, else 16.
+int64_t ChunkWidth(const Conv2DParams& p) { return p.OW % 32 == 0 || p.OW >= 96 ? 32 : 16; }
+int64_t RoundedWidth(const Conv2DParams& p) { return (p.OW + ChunkWidth(p) - 1) / ChunkWidth(p) * ChunkWidth(p); }
+
+// The padded plane's width: every chunk of outputs (OW rounded up) reads inside it.
+int64_t PaddedWidth(const Conv2DParams& p) { return (RoundedWidth(p) - 1) * p.SW + (p.KW - 1) * p.DW + 1 + 8; }
 int64_t PaddedHeight(const Conv2DParams& p) { return (p.OH - 1) * p.SH + (p.KH - 1) * p.DH + 1; }
 
 // 8 floats src[0], src[s], ..., src[7 s] for s = 1 or 2.
@@ -33,32 +35,32 @@ ONEINFER_AVX2 inline __m256 Load8(const float* src) {
   }
 }
 
-template <int S>
-ONEINFER_AVX2 void DepthwiseRows(const Conv2DParams& p, const float* pad, int64_t wp, const float* w, float* y) {
-  float tail[8];
+// Output rows into row_buf (RoundedWidth wide) chunk by chunk, then the OW real ones into y.
+template <int S, int V>
+ONEINFER_AVX2 void DepthwiseRows(const Conv2DParams& p, const float* pad, int64_t wp, const float* w, float* y,
+                                 float* row_buf) {
+  const int64_t width = RoundedWidth(p);
   for (int64_t oh = 0; oh < p.OH; ++oh) {
-    float* yr = y + oh * p.OW;
-    for (int64_t ow = 0; ow < p.OW; ow += 8) {
-      __m256 acc = _mm256_setzero_ps();
+    for (int64_t ow = 0; ow < width; ow += 8 * V) {
+      __m256 acc[V];
+      for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
       for (int64_t kh = 0; kh < p.KH; ++kh) {
         const float* row = pad + (oh * p.SH + kh * p.DH) * wp + ow * S;
         const float* wk = w + kh * p.KW;
-        for (int64_t kw = 0; kw < p.KW; ++kw)
-          acc = _mm256_fmadd_ps(_mm256_set1_ps(wk[kw]), Load8<S>(row + kw * p.DW), acc);
+        for (int64_t kw = 0; kw < p.KW; ++kw) {
+          const __m256 wv = _mm256_set1_ps(wk[kw]);
+          for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(wv, Load8<S>(row + kw * p.DW + 8 * v * S), acc[v]);
+        }
       }
-      if (ow + 8 <= p.OW) {
-        _mm256_storeu_ps(yr + ow, acc);
-      } else {
-        _mm256_storeu_ps(tail, acc);
-        for (int64_t i = 0; i < p.OW - ow; ++i) yr[ow + i] = tail[i];
-      }
+      for (int v = 0; v < V; ++v) _mm256_storeu_ps(row_buf + ow + 8 * v, acc[v]);
     }
+    std::memcpy(y + oh * p.OW, row_buf, static_cast<size_t>(p.OW) * sizeof(float));
   }
 }
 
 }  // namespace
 
-int64_t DepthwiseScratchFloats(const Conv2DParams& p) { return PaddedHeight(p) * PaddedWidth(p) + 16; }
+int64_t DepthwiseScratchFloats(const Conv2DParams& p) { return PaddedHeight(p) * PaddedWidth(p) + 16 + RoundedWidth(p); }
 
 ONEINFER_AVX2 bool DepthwisePlaneAvx2(const Conv2DParams& p, const float* x, const float* w, float* y, float* scratch) {
   if (p.SW != 1 && p.SW != 2) return false;
@@ -76,10 +78,12 @@ ONEINFER_AVX2 bool DepthwisePlaneAvx2(const Conv2DParams& p, const float* x, con
     std::memcpy(dst + c0, x + ih * p.W + (c0 - p.PL), static_cast<size_t>(c1 - c0) * sizeof(float));
     std::memset(dst + c1, 0, static_cast<size_t>(wp - c1) * sizeof(float));
   }
+  float* row_buf = scratch + hp * wp + 16;
+  const bool wide = ChunkWidth(p) == 32;
   if (p.SW == 1) {
-    DepthwiseRows<1>(p, scratch, wp, w, y);
+    wide ? DepthwiseRows<1, 4>(p, scratch, wp, w, y, row_buf) : DepthwiseRows<1, 2>(p, scratch, wp, w, y, row_buf);
   } else {
-    DepthwiseRows<2>(p, scratch, wp, w, y);
+    wide ? DepthwiseRows<2, 4>(p, scratch, wp, w, y, row_buf) : DepthwiseRows<2, 2>(p, scratch, wp, w, y, row_buf);
   }
   return true;
 }
