@@ -35,32 +35,54 @@ ONEINFER_AVX2 inline __m256 Load8(const float* src) {
   }
 }
 
-// Output rows into row_buf (RoundedWidth wide) chunk by chunk, then the OW real ones into y.
+// R output rows of one chunk of 8 V outputs: R x V independent FMA chains (FMA latency x 2
+// ports needs about 8; one chain per vector left the kernel latency-bound).
+template <int S, int V, int R>
+ONEINFER_AVX2 inline void DepthwiseChunk(const Conv2DParams& p, const float* pad, int64_t wp, const float* w,
+                                         int64_t oh, int64_t ow, float* out, int64_t out_stride) {
+  __m256 acc[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t kh = 0; kh < p.KH; ++kh) {
+    const float* row = pad + (oh * p.SH + kh * p.DH) * wp + ow * S;
+    const float* wk = w + kh * p.KW;
+    for (int64_t kw = 0; kw < p.KW; ++kw) {
+      const __m256 wv = _mm256_set1_ps(wk[kw]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v)
+          acc[r][v] = _mm256_fmadd_ps(wv, Load8<S>(row + r * p.SH * wp + kw * p.DW + 8 * v * S), acc[r][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + r * out_stride + ow + 8 * v, acc[r][v]);
+}
+
+// Output rows, two at a time, into row_buf (two rows of RoundedWidth), then the OW real ones into y.
 template <int S, int V>
 ONEINFER_AVX2 void DepthwiseRows(const Conv2DParams& p, const float* pad, int64_t wp, const float* w, float* y,
                                  float* row_buf) {
   const int64_t width = RoundedWidth(p);
-  for (int64_t oh = 0; oh < p.OH; ++oh) {
-    for (int64_t ow = 0; ow < width; ow += 8 * V) {
-      __m256 acc[V];
-      for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
-      for (int64_t kh = 0; kh < p.KH; ++kh) {
-        const float* row = pad + (oh * p.SH + kh * p.DH) * wp + ow * S;
-        const float* wk = w + kh * p.KW;
-        for (int64_t kw = 0; kw < p.KW; ++kw) {
-          const __m256 wv = _mm256_set1_ps(wk[kw]);
-          for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(wv, Load8<S>(row + kw * p.DW + 8 * v * S), acc[v]);
-        }
-      }
-      for (int v = 0; v < V; ++v) _mm256_storeu_ps(row_buf + ow + 8 * v, acc[v]);
-    }
+  int64_t oh = 0;
+  for (; oh + 2 <= p.OH; oh += 2) {
+    for (int64_t ow = 0; ow < width; ow += 8 * V) DepthwiseChunk<S, V, 2>(p, pad, wp, w, oh, ow, row_buf, width);
+    for (int r = 0; r < 2; ++r)
+      std::memcpy(y + (oh + r) * p.OW, row_buf + r * width, static_cast<size_t>(p.OW) * sizeof(float));
+  }
+  if (oh < p.OH) {
+    for (int64_t ow = 0; ow < width; ow += 8 * V) DepthwiseChunk<S, V, 1>(p, pad, wp, w, oh, ow, row_buf, width);
     std::memcpy(y + oh * p.OW, row_buf, static_cast<size_t>(p.OW) * sizeof(float));
   }
 }
 
 }  // namespace
 
-int64_t DepthwiseScratchFloats(const Conv2DParams& p) { return PaddedHeight(p) * PaddedWidth(p) + 16 + RoundedWidth(p); }
+int64_t DepthwiseScratchFloats(const Conv2DParams& p) { return PaddedHeight(p) * PaddedWidth(p) + 16 + 2 * RoundedWidth(p); }
 
 ONEINFER_AVX2 bool DepthwisePlaneAvx2(const Conv2DParams& p, const float* x, const float* w, float* y, float* scratch) {
   if (p.SW != 1 && p.SW != 2) return false;
