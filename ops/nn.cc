@@ -330,6 +330,17 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
   }
   const Tensor* w = init.ConstantInput(1);
   if (w != nullptr && (w->dtype() != DType::kFloat32 || w->rank() < 3 || w->dim(0) < 1)) w = nullptr;
+  // The packing serves only the small-output path: none when the output is known to be larger.
+  const TypeInfo* out = init.OutputType(0);
+  if (w != nullptr && out != nullptr && out->shape && out->shape->size() >= 3) {
+    int64_t outputs = 1;
+    bool known = true;
+    for (size_t i = 2; i < out->shape->size(); ++i) {
+      known = known && (*out->shape)[i].is_fixed();
+      if (known) outputs *= (*out->shape)[i].value;
+    }
+    if (known && outputs > kConvSmallOutputs) w = nullptr;
+  }
   return std::unique_ptr<OpKernel>(new ConvKernel(std::move(a), w));
 }
 
