@@ -31,6 +31,15 @@ bool IsPointwise(const Conv2DParams& p) {
          p.OW == p.W;
 }
 
+// This thread's scratch buffer `slot`, at least n floats, uninitialised and kept between calls
+// (a fresh 1 MiB vector per call was a page-faulting, zero-filled mmap every time).
+float* Scratch(int slot, int64_t n) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
 // Outputs [lo, hi) of a row whose input column ow * stride + off lies inside [0, width).
 void ValidRange(int64_t off, int64_t stride, int64_t width, int64_t out, int64_t* lo, int64_t* hi) {
   *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
@@ -106,12 +115,12 @@ void ConvDepthwise(const Conv2DParams& p, const float* x, const float* w, const 
   const bool avx2 = UseAvx2() && (p.SW == 1 || p.SW == 2);
   const int64_t min_chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_plane * p.KH * p.KW));
   ParallelFor(pool, planes, min_chunk, [&](int64_t b, int64_t e) {
-    std::vector<float> scratch(avx2 ? static_cast<size_t>(conv_internal::DepthwiseScratchFloats(p)) : 0);
+    float* scratch = avx2 ? Scratch(0, conv_internal::DepthwiseScratchFloats(p)) : nullptr;
     for (int64_t pl = b; pl < e; ++pl) {
       const int64_t c = pl % p.C;
       const float* wc = w + c * p.KH * p.KW;
       float* yp = y + pl * out_plane;
-      if (avx2 && conv_internal::DepthwisePlaneAvx2(p, x + pl * in_plane, wc, yp, scratch.data())) {
+      if (avx2 && conv_internal::DepthwisePlaneAvx2(p, x + pl * in_plane, wc, yp, scratch)) {
         ApplyConvEpilogue(yp, out_plane, bias ? bias[c] : 0.f, act);
       } else {
         DepthwisePlane(p, x + pl * in_plane, wc, bias ? bias[c] : 0.f, act, yp);
@@ -141,7 +150,7 @@ void ConvGemm(const Conv2DParams& p, const float* x, const float* w, const float
   const bool split_tiles = threads <= 1 || tasks >= 2 * threads;
   ThreadPool* gemm_pool = split_tiles ? nullptr : pool;
   auto run = [&](int64_t b, int64_t e) {
-    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(rows * tw));
+    float* col = pointwise ? nullptr : Scratch(0, rows * tw);
     for (int64_t t = b; t < e; ++t) {
       const int64_t tile = t % tiles, ng = t / tiles, g = ng % p.G, n = ng / p.G;
       const int64_t p0 = tile * tw, width = std::min(tw, P - p0);
@@ -151,8 +160,8 @@ void ConvGemm(const Conv2DParams& p, const float* x, const float* w, const float
       if (pointwise) {
         Sgemm(false, false, Mg, width, rows, 1.f, wg, rows, xg + p0, P, 0.f, yg, P, gemm_pool);
       } else {
-        Im2ColTile(p, xg, Cg, p0, width, col.data());
-        Sgemm(false, false, Mg, width, rows, 1.f, wg, rows, col.data(), width, 0.f, yg, P, gemm_pool);
+        Im2ColTile(p, xg, Cg, p0, width, col);
+        Sgemm(false, false, Mg, width, rows, 1.f, wg, rows, col, width, 0.f, yg, P, gemm_pool);
       }
       EpilogueRows(yg, Mg, P, width, bias ? bias + g * Mg : nullptr, act);
     }
@@ -172,18 +181,20 @@ bool IsSmallOutput(const Conv2DParams& p, const ConvPackedWeights* packed) {
 void ConvSmallOutput(const Conv2DParams& p, const float* x, const ConvPackedWeights& packed, const float* bias,
                      const ConvActivation& act, float* y, ThreadPool* pool) {
   const int64_t Cg = p.C / p.G, Mg = p.M / p.G, rows = Cg * p.KH * p.KW, P = p.OH * p.OW;
-  std::vector<float> col(static_cast<size_t>(rows * P)), colT(col.size()), yT(static_cast<size_t>(P * Mg));
+  float* col = Scratch(0, rows * P);
+  float* colT = Scratch(1, rows * P);
+  float* yT = Scratch(2, P * Mg);
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t g = 0; g < p.G; ++g) {
       const float* xg = x + (n * p.C + g * Cg) * p.H * p.W;
       const float* src = xg;
       if (!IsPointwise(p)) {
-        Im2ColTile(p, xg, Cg, 0, P, col.data());
-        src = col.data();
+        Im2ColTile(p, xg, Cg, 0, P, col);
+        src = col;
       }
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t q = 0; q < P; ++q) colT[q * rows + r] = src[r * P + q];
-      SgemmPacked(P, Mg, rows, 1.f, colT.data(), rows, packed.groups[g], 0.f, yT.data(), Mg, pool);
+      SgemmPacked(P, Mg, rows, 1.f, colT, rows, packed.groups[g], 0.f, yT, Mg, pool);
       float* yg = y + (n * p.M + g * Mg) * P;
       for (int64_t m = 0; m < Mg; ++m) {
         for (int64_t q = 0; q < P; ++q) yg[m * P + q] = yT[q * Mg + m];
@@ -194,11 +205,11 @@ void ConvSmallOutput(const Conv2DParams& p, const float* x, const ConvPackedWeig
 
 }  // namespace
 
-ConvPackedWeights PackConvWeights(int64_t M, int64_t groups, int64_t K_per_group, const float* w) {
+ConvPackedWeights PackConvWeights(int64_t M, int64_t groups, int64_t K_per_group, const float* w, ThreadPool* pool) {
   ConvPackedWeights packed;
   const int64_t Mg = M / groups;
   for (int64_t g = 0; g < groups; ++g)
-    packed.groups.push_back(PackedMatrixB::Pack(true, K_per_group, Mg, w + g * Mg * K_per_group, K_per_group));
+    packed.groups.push_back(PackedMatrixB::Pack(true, K_per_group, Mg, w + g * Mg * K_per_group, K_per_group, pool));
   return packed;
 }
 

@@ -56,7 +56,8 @@ struct ConvPackedWeights {
   std::vector<PackedMatrixB> groups;  // W_g^T [Cg*KH*KW x M/G] per group
 };
 // w [M, C/G, KH, KW] with `groups` groups.
-ConvPackedWeights PackConvWeights(int64_t M, int64_t groups, int64_t K_per_group, const float* w);
+ConvPackedWeights PackConvWeights(int64_t M, int64_t groups, int64_t K_per_group, const float* w,
+                                  ThreadPool* pool = nullptr);
 
 // y [N, M, OH, OW] = act(conv(x [N, C, H, W], w [M, C/G, KH, KW]) + bias [M] (may be null)).
 // packed (may be null): w's packing, which the small-output path takes when present.

@@ -369,7 +369,9 @@ class ResizeKernel : public OpKernel {
     for (int64_t a = 0; a < rank; ++a) {
       if (oshape[static_cast<size_t>(a)] > 0 && ishape[static_cast<size_t>(a)] == 0) return InvalidArgument(ctx, "cannot resize an empty axis");
     }
-    Tensor& y = ctx.AllocateOutput(0, x.dtype(), oshape);
+    // The nearest gather writes every output element.
+    const bool gather = at_.mode == Mode::kNearest && at_.coord != Coord::kTfCropAndResize && x.dtype() != DType::kBool;
+    Tensor& y = gather ? ctx.AllocateOutputUninitialized(0, x.dtype(), oshape) : ctx.AllocateOutput(0, x.dtype(), oshape);
     if (y.num_elements() == 0) return absl::OkStatus();
     if (at_.antialias && at_.mode != Mode::kNearest) {
       // Antialiased shrinking reads about 2 / scale taps per output: a scale from the data that
@@ -392,7 +394,7 @@ class ResizeKernel : public OpKernel {
           plans[a] = PlanAxis(at_, ishape[a], oshape[a], scale[a], rs[a], re[a]);
           if (!plans[a].identity) order.push_back(a);
         }
-        if (at_.mode == Mode::kNearest && at_.coord != Coord::kTfCropAndResize && rank >= 1) {
+        if (gather && rank >= 1) {
           NearestGather(x.data<T>(), ishape, oshape, plans, y.data<T>(), ctx.thread_pool());
           return absl::OkStatus();
         }

@@ -294,17 +294,18 @@ class ConvKernel : public OpKernel {
   // weight: the constant W (float32, rank >= 3), or null when W is computed.
   ConvKernel(ConvAttrs a, const Tensor* weight) : a_(std::move(a)), weight_(weight) {}
   absl::Status Compute(OpContext& ctx) const override {
-    if (weight_ != nullptr) (void)PrepareWeights(nullptr);
+    if (weight_ != nullptr) (void)PrepareWeights(ctx.thread_pool());
     // The packing is of this very tensor (a constant slot never changes, the check is for certainty).
     const bool same = weight_ != nullptr && ctx.has_input(1) && ctx.input(1).raw_data() == weight_->raw_data();
     return ConvCompute(ctx, a_, same ? &packed_ : nullptr);
   }
   // W_g^T packed for the small-output path (ops/conv_kernels.h).
-  absl::Status PrepareWeights(ThreadPool*) const override {
+  absl::Status PrepareWeights(ThreadPool* pool) const override {
     if (weight_ == nullptr) return absl::OkStatus();
-    std::call_once(packed_once_, [this] {
+    std::call_once(packed_once_, [this, pool] {
       const int64_t M = weight_->dim(0);
-      if (a_.group >= 1 && M % a_.group == 0) packed_ = PackConvWeights(M, a_.group, weight_->num_elements() / M, weight_->data<float>());
+      if (a_.group >= 1 && M % a_.group == 0)
+        packed_ = PackConvWeights(M, a_.group, weight_->num_elements() / M, weight_->data<float>(), pool);
     });
     return absl::OkStatus();
   }
@@ -449,14 +450,16 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
       const int64_t Cg = C / G, K = g.k_size(), Pin = g.out_size(), Pout = g.in_size(), rows = Mg * K;
       const auto tab = TapTable(g);
       const auto out_st = Strides(g.in);
-      std::vector<T> col(static_cast<size_t>(rows * Pin));
+      // Every element is written by the GEMM: scratch from the allocator, not a zero-filled vector.
+      Tensor col_t = ctx.AllocateTemp(std::is_same_v<T, double> ? DType::kFloat64 : DType::kFloat32, {rows * Pin}, false);
+      T* col = col_t.data<T>();
       T* y = yf.data<T>();
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t gi = 0; gi < G; ++gi) {
           Gemm<T>(true, false, rows, Pin, Cg, w.data<T>() + gi * Cg * rows, rows,
-                  x.data<T>() + (n * C + gi * Cg) * Pin, Pin, col.data(), Pin, ctx.thread_pool());
+                  x.data<T>() + (n * C + gi * Cg) * Pin, Pin, col, Pin, ctx.thread_pool());
           if (nd == 2) {
-            Col2Im2D(g, col.data(), y + (n * M + gi * Mg) * Pout, Mg, ctx.thread_pool());
+            Col2Im2D(g, col, y + (n * M + gi * Mg) * Pout, Mg, ctx.thread_pool());
             continue;
           }
           // col2im: scatter-add each tap back; channels are independent.
@@ -467,7 +470,7 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
               for (int64_t t = 0; t < K; ++t) {
                 int64_t r = t;
                 for (int64_t i = static_cast<int64_t>(nd) - 1; i >= 0; --i) { tap[i] = r % g.k[i]; r /= g.k[i]; }
-                const T* src = col.data() + (m * K + t) * Pin;
+                const T* src = col + (m * K + t) * Pin;
                 std::fill(o.begin(), o.end(), 0);
                 int64_t p = 0;
                 do {
@@ -668,7 +671,10 @@ absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   if (!st.ok()) return st;
   Shape os = {x.dim(0), x.dim(1)};
   os.insert(os.end(), g.out.begin(), g.out.end());
-  Tensor& y = ctx.AllocateOutput(0, dt, os);
+  // The 2-D float path writes every output; the generic one relies on nothing either, but keep its zero fill.
+  const bool fast2d = dt == DType::kFloat32 && g.nd == 2 && a.kind != PoolKind::kLp &&
+                      !(ctx.num_outputs() > 1 && ctx.has_output(1));
+  Tensor& y = fast2d ? ctx.AllocateOutputUninitialized(0, dt, os) : ctx.AllocateOutput(0, dt, os);
   int64_t* ind = nullptr;
   if (ctx.num_outputs() > 1 && ctx.has_output(1)) {
     if (a.kind != PoolKind::kMax) return InvalidArgument(ctx, "only MaxPool has a second output");
@@ -676,7 +682,7 @@ absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   }
   if (y.num_elements() == 0) return absl::OkStatus();
   const int64_t planes = x.dim(0) * x.dim(1);
-  if (dt == DType::kFloat32 && g.nd == 2 && ind == nullptr && a.kind != PoolKind::kLp) {
+  if (fast2d) {
     Pool2DFloat(a, g, x.data<float>(), y.data<float>(), planes, ctx.thread_pool());
     return absl::OkStatus();
   }
