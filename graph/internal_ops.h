@@ -65,4 +65,17 @@ struct KVCacheFinish {
   enum Input : size_t { kBuffer = 0 };
 };
 
+// FusedConv (conv_fusion.cc -> ops/nn.cc): Conv (ONNX's inputs and attributes: auto_pad,
+// dilations, group, kernel_shape, pads, strides) with a BatchNormalization folded into W and B and
+// the activation that read it applied as the epilogue.
+struct FusedConv {
+  static constexpr char kName[] = "FusedConv";
+  enum Input : size_t { kX = 0, kW, kB };
+  static constexpr char kActivation[] = "activation";  // string: the ONNX op ("" = none)
+  // floats: Clip min, max; LeakyRelu alpha; HardSigmoid alpha, beta; none for the others
+  static constexpr char kActivationParams[] = "activation_params";
+  // floats [scale, shift], optional: y = activation(conv) * scale + shift
+  static constexpr char kOutputAffine[] = "output_affine";
+};
+
 }  // namespace oneinfer::internal_ops

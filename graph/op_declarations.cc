@@ -168,6 +168,10 @@ std::vector<OpSignature> Declarations() {
   d.push_back(Op(in, io::KVCacheAppend::kName, v, "rro", "ro",
                  {{io::KVCacheAppend::kSlot, T::kInt}, {io::KVCacheAppend::kAxis, T::kInt}}));
   d.push_back(Op(in, io::KVCacheFinish::kName, v, "rw", "r"));
+  d.push_back(Op(in, io::FusedConv::kName, v, "rro", "r",
+                 {{"auto_pad", T::kString}, {"dilations", T::kInts}, {"group", T::kInt}, {"kernel_shape", T::kInts},
+                  {"pads", T::kInts}, {"strides", T::kInts}, {io::FusedConv::kActivation, T::kString},
+                  {io::FusedConv::kActivationParams, T::kFloats}, {io::FusedConv::kOutputAffine, T::kFloats}}));
   return d;
 }
 

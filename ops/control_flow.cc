@@ -145,6 +145,10 @@ class IfKernel : public OpKernel {
     }
     return absl::OkStatus();
   }
+  absl::Status PrepareWeights(ThreadPool*) const override {
+    if (absl::Status s = then_->PrepareWeights(); !s.ok()) return s;
+    return else_->PrepareWeights();
+  }
 
  private:
   std::unique_ptr<SubgraphRunner> then_, else_;
@@ -252,6 +256,7 @@ class LoopKernel : public OpKernel {
     }
     return absl::OkStatus();
   }
+  absl::Status PrepareWeights(ThreadPool*) const override { return body_->PrepareWeights(); }
 
  private:
   std::unique_ptr<SubgraphRunner> body_;
@@ -313,6 +318,7 @@ class ScanKernel : public OpKernel {
   }
 
   absl::Status Compute(OpContext& ctx) const override { return v8_ ? Compute8(ctx) : Compute9(ctx); }
+  absl::Status PrepareWeights(ThreadPool*) const override { return body_->PrepareWeights(); }
 
  private:
   // Runs the body over `len` iterations; scans[j] is sliced along in_axes[j].

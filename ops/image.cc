@@ -176,6 +176,36 @@ AxisPlan PlanAxis(const ResizeAttrs& at, int64_t in, int64_t out, double scale, 
   return p;
 }
 
+// Nearest resize is a gather: out[o_0, .., o_last] = x[idx_0[o_0], .., idx_last[o_last]], one
+// output row (all axes but the last fixed) at a time, rows split over the pool.
+template <typename T>
+void NearestGather(const T* x, const Shape& in, const Shape& out, const std::vector<AxisPlan>& plans, T* y, ThreadPool* pool) {
+  const size_t rank = in.size();
+  const auto in_st = Strides(in);
+  const int64_t width = out[rank - 1];
+  int64_t rows = 1;
+  for (size_t a = 0; a + 1 < rank; ++a) rows *= out[a];
+  const std::vector<int64_t>& last = plans[rank - 1].idx;
+  const bool copy_rows = plans[rank - 1].identity;
+  ParallelFor(pool, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t off = 0, rem = r;
+      for (size_t a = rank - 1; a-- > 0;) {
+        const int64_t o = rem % out[a];
+        rem /= out[a];
+        off += (plans[a].identity ? o : plans[a].idx[static_cast<size_t>(o)]) * in_st[a];
+      }
+      const T* src = x + off;
+      T* dst = y + r * width;
+      if (copy_rows) {
+        std::copy(src, src + width, dst);
+      } else {
+        for (int64_t j = 0; j < width; ++j) dst[j] = src[last[static_cast<size_t>(j)]];
+      }
+    }
+  });
+}
+
 // Past this an axis size is no size (2^62; the allocator refuses far less).
 constexpr double kMaxResizedDim = 4611686018427387904.0;
 
@@ -339,7 +369,9 @@ class ResizeKernel : public OpKernel {
     for (int64_t a = 0; a < rank; ++a) {
       if (oshape[static_cast<size_t>(a)] > 0 && ishape[static_cast<size_t>(a)] == 0) return InvalidArgument(ctx, "cannot resize an empty axis");
     }
-    Tensor& y = ctx.AllocateOutput(0, x.dtype(), oshape);
+    // The nearest gather writes every output element.
+    const bool gather = at_.mode == Mode::kNearest && at_.coord != Coord::kTfCropAndResize && x.dtype() != DType::kBool;
+    Tensor& y = gather ? ctx.AllocateOutputUninitialized(0, x.dtype(), oshape) : ctx.AllocateOutput(0, x.dtype(), oshape);
     if (y.num_elements() == 0) return absl::OkStatus();
     if (at_.antialias && at_.mode != Mode::kNearest) {
       // Antialiased shrinking reads about 2 / scale taps per output: a scale from the data that
@@ -361,6 +393,10 @@ class ResizeKernel : public OpKernel {
         for (size_t a = 0; a < static_cast<size_t>(rank); ++a) {
           plans[a] = PlanAxis(at_, ishape[a], oshape[a], scale[a], rs[a], re[a]);
           if (!plans[a].identity) order.push_back(a);
+        }
+        if (gather && rank >= 1) {
+          NearestGather(x.data<T>(), ishape, oshape, plans, y.data<T>(), ctx.thread_pool());
+          return absl::OkStatus();
         }
         // Shrinking axes first keeps the intermediate buffers small.
         std::stable_sort(order.begin(), order.end(), [&](size_t l, size_t r) {

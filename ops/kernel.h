@@ -68,6 +68,9 @@ class SubgraphRunner {
   virtual const Graph& graph() const = 0;
   // inputs: one value per subgraph input, in order. Returns one value per subgraph output.
   virtual absl::StatusOr<std::vector<Value>> Run(OpContext& outer, std::vector<Value> inputs) const = 0;
+  // OpKernel::PrepareWeights of every kernel of the subgraph (the owning kernel's own
+  // PrepareWeights calls it, so a subgraph's weights are packed at load as the main graph's).
+  virtual absl::Status PrepareWeights() const { return absl::OkStatus(); }
 };
 
 class OpKernel {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
+#include "graph/internal_ops.h"
+#include "ops/conv_kernels.h"
 #include "ops/families.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
@@ -141,6 +144,7 @@ inline bool Next(std::vector<int64_t>& idx, const Shape& ext) {
 struct ConvAttrs {
   WindowAttrs w;
   int64_t group = 1;
+  ConvActivation act;  // the fused internal Conv's epilogue (none for ONNX Conv)
 };
 
 // Unfolds one group of one image into col[(c * K + t) * P + p].
@@ -221,7 +225,7 @@ absl::StatusOr<std::vector<Tensor>> WidenInputs(OpContext& ctx, size_t n) {
   return v;
 }
 
-absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
+absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a, const ConvPackedWeights* packed) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "Conv needs inputs X and W");
   const DType dt = ctx.input(0).dtype();
   std::vector<Tensor> in(3);
@@ -248,8 +252,23 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
   if (!st.ok()) return st;
   Shape os = {N, M};
   os.insert(os.end(), g.out.begin(), g.out.end());
-  Tensor yf = half ? Tensor::Empty(DType::kFloat32, os) : ctx.AllocateOutput(0, dt, os);
-  if (yf.num_elements() > 0) {
+  const bool fast = x.dtype() == DType::kFloat32 && g.nd <= 2;
+  Tensor yf = half ? Tensor::Empty(DType::kFloat32, os)
+                   : (fast ? ctx.AllocateOutputUninitialized(0, dt, os) : ctx.AllocateOutput(0, dt, os));
+  if (yf.num_elements() > 0 && fast) {
+    // 1-D is 2-D with one row.
+    const bool one_d = g.nd == 1;
+    Conv2DParams p;
+    p.N = N, p.C = C, p.M = M, p.G = G;
+    p.H = one_d ? 1 : g.in[0], p.W = g.in[g.nd - 1];
+    p.KH = one_d ? 1 : g.k[0], p.KW = g.k[g.nd - 1];
+    p.SH = one_d ? 1 : g.s[0], p.SW = g.s[g.nd - 1];
+    p.DH = one_d ? 1 : g.d[0], p.DW = g.d[g.nd - 1];
+    p.PT = one_d ? 0 : g.pb[0], p.PL = g.pb[g.nd - 1];
+    p.OH = one_d ? 1 : g.out[0], p.OW = g.out[g.nd - 1];
+    ConvFloat2D(p, x.data<float>(), w.data<float>(), in[2].defined() ? in[2].data<float>() : nullptr, a.act,
+                yf.data<float>(), ctx.thread_pool(), half ? nullptr : packed);
+  } else if (yf.num_elements() > 0) {
     st = WithFloatType(ctx, x.dtype(), [&](auto tag) -> absl::Status {
       using T = typename decltype(tag)::type;
       ConvCore<T>(x.data<T>(), w.data<T>(), in[2].defined() ? in[2].data<T>() : nullptr, yf.data<T>(), N, C, M, G, g,
@@ -257,6 +276,10 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
       return absl::OkStatus();
     });
     if (!st.ok()) return st;
+    if (a.act.kind != ConvActivation::Kind::kNone || a.act.has_affine()) {
+      if (yf.dtype() != DType::kFloat32) return InvalidArgument(ctx, "a fused activation needs float32 or float16");
+      ApplyConvEpilogueReference(yf.data<float>(), yf.num_elements(), 0.f, a.act);
+    }
   }
   if (half) {
     auto c = CastTensor(yf, dt);
@@ -268,11 +291,30 @@ absl::Status ConvCompute(OpContext& ctx, const ConvAttrs& a) {
 
 class ConvKernel : public OpKernel {
  public:
-  explicit ConvKernel(ConvAttrs a) : a_(std::move(a)) {}
-  absl::Status Compute(OpContext& ctx) const override { return ConvCompute(ctx, a_); }
+  // weight: the constant W (float32, rank >= 3), or null when W is computed.
+  ConvKernel(ConvAttrs a, const Tensor* weight) : a_(std::move(a)), weight_(weight) {}
+  absl::Status Compute(OpContext& ctx) const override {
+    if (weight_ != nullptr) (void)PrepareWeights(ctx.thread_pool());
+    // The packing is of this very tensor (a constant slot never changes, the check is for certainty).
+    const bool same = weight_ != nullptr && ctx.has_input(1) && ctx.input(1).raw_data() == weight_->raw_data();
+    return ConvCompute(ctx, a_, same ? &packed_ : nullptr);
+  }
+  // W_g^T packed for the small-output path (ops/conv_kernels.h).
+  absl::Status PrepareWeights(ThreadPool* pool) const override {
+    if (weight_ == nullptr) return absl::OkStatus();
+    std::call_once(packed_once_, [this, pool] {
+      const int64_t M = weight_->dim(0);
+      if (a_.group >= 1 && M % a_.group == 0)
+        packed_ = PackConvWeights(M, a_.group, weight_->num_elements() / M, weight_->data<float>(), pool);
+    });
+    return absl::OkStatus();
+  }
 
  private:
   ConvAttrs a_;
+  const Tensor* weight_;
+  mutable std::once_flag packed_once_;
+  mutable ConvPackedWeights packed_;
 };
 
 absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
@@ -280,7 +322,27 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeConv(const KernelInit& init) {
   auto st = ReadWindowAttrs(init.node(), false, &a.w);
   if (!st.ok()) return st;
   a.group = init.node().GetInt("group", 1);
-  return std::unique_ptr<OpKernel>(new ConvKernel(std::move(a)));
+  if (init.node().domain == internal_ops::kDomain) {
+    using Op = internal_ops::FusedConv;
+    auto act = ParseConvActivation(init.node().GetString(Op::kActivation, ""), init.node().GetFloats(Op::kActivationParams),
+                                   init.node().GetFloats(Op::kOutputAffine));
+    if (!act.ok()) return absl::InvalidArgumentError(absl::StrCat(init.node().Describe(), ": ", act.status().message()));
+    a.act = *act;
+  }
+  const Tensor* w = init.ConstantInput(1);
+  if (w != nullptr && (w->dtype() != DType::kFloat32 || w->rank() < 3 || w->dim(0) < 1)) w = nullptr;
+  // The packing serves only the small-output path: none when the output is known to be larger.
+  const TypeInfo* out = init.OutputType(0);
+  if (w != nullptr && out != nullptr && out->shape && out->shape->size() >= 3) {
+    int64_t outputs = 1;
+    bool known = true;
+    for (size_t i = 2; i < out->shape->size(); ++i) {
+      known = known && (*out->shape)[i].is_fixed();
+      if (known) outputs *= (*out->shape)[i].value;
+    }
+    if (known && outputs > kConvSmallOutputs) w = nullptr;
+  }
+  return std::unique_ptr<OpKernel>(new ConvKernel(std::move(a), w));
 }
 
 // ---------------------------------------------------------------- ConvTranspose
@@ -290,6 +352,32 @@ struct ConvTAttrs {
   int64_t group = 1;
   std::vector<int64_t> output_padding, output_shape;
 };
+
+// 2-D col2im of ConvTranspose: y[m] += each tap's rows of col, scattered along their stride
+// (g is the equivalent forward conv: g.in is y's spatial shape, g.out the input's).
+template <typename T>
+void Col2Im2D(const Geometry& g, const T* col, T* y, int64_t channels, ThreadPool* pool) {
+  const int64_t IH = g.out[0], IW = g.out[1], OH = g.in[0], OW = g.in[1], KH = g.k[0], KW = g.k[1];
+  ParallelFor(pool, channels, 1, [&](int64_t mb, int64_t me) {
+    for (int64_t m = mb; m < me; ++m) {
+      T* ym = y + m * OH * OW;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const T* src = col + ((m * KH + kh) * KW + kw) * IH * IW;
+          const int64_t off = kw * g.d[1] - g.pb[1];  // ox = iw * s + off
+          const int64_t lo = off >= 0 ? 0 : (-off + g.s[1] - 1) / g.s[1];
+          const int64_t hi = OW - 1 - off < 0 ? 0 : std::min(IW, (OW - 1 - off) / g.s[1] + 1);
+          for (int64_t ih = 0; ih < IH; ++ih) {
+            const int64_t oy = ih * g.s[0] - g.pb[0] + kh * g.d[0];
+            if (oy < 0 || oy >= OH) continue;
+            T* yr = ym + oy * OW + off;
+            const T* sr = src + ih * IW;
+            for (int64_t iw = lo; iw < hi; ++iw) yr[iw * g.s[1]] += sr[iw];
+          }
+        }
+    }
+  });
+}
 
 absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "ConvTranspose needs inputs X and W");
@@ -362,12 +450,18 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
       const int64_t Cg = C / G, K = g.k_size(), Pin = g.out_size(), Pout = g.in_size(), rows = Mg * K;
       const auto tab = TapTable(g);
       const auto out_st = Strides(g.in);
-      std::vector<T> col(static_cast<size_t>(rows * Pin));
+      // Every element is written by the GEMM: scratch from the allocator, not a zero-filled vector.
+      Tensor col_t = ctx.AllocateTemp(std::is_same_v<T, double> ? DType::kFloat64 : DType::kFloat32, {rows * Pin}, false);
+      T* col = col_t.data<T>();
       T* y = yf.data<T>();
       for (int64_t n = 0; n < N; ++n) {
         for (int64_t gi = 0; gi < G; ++gi) {
           Gemm<T>(true, false, rows, Pin, Cg, w.data<T>() + gi * Cg * rows, rows,
-                  x.data<T>() + (n * C + gi * Cg) * Pin, Pin, col.data(), Pin, ctx.thread_pool());
+                  x.data<T>() + (n * C + gi * Cg) * Pin, Pin, col, Pin, ctx.thread_pool());
+          if (nd == 2) {
+            Col2Im2D(g, col, y + (n * M + gi * Mg) * Pout, Mg, ctx.thread_pool());
+            continue;
+          }
           // col2im: scatter-add each tap back; channels are independent.
           ParallelFor(ctx.thread_pool(), Mg, 1, [&](int64_t mb, int64_t me) {
             std::vector<int64_t> tap(nd), o(nd);
@@ -376,7 +470,7 @@ absl::Status ConvTransposeCompute(OpContext& ctx, const ConvTAttrs& a) {
               for (int64_t t = 0; t < K; ++t) {
                 int64_t r = t;
                 for (int64_t i = static_cast<int64_t>(nd) - 1; i >= 0; --i) { tap[i] = r % g.k[i]; r /= g.k[i]; }
-                const T* src = col.data() + (m * K + t) * Pin;
+                const T* src = col + (m * K + t) * Pin;
                 std::fill(o.begin(), o.end(), 0);
                 int64_t p = 0;
                 do {
@@ -513,6 +607,58 @@ void PoolCore(const PoolAttrs& a, const Geometry& g, const T* x, T* y, int64_t* 
   });
 }
 
+// 2-D float Max/AveragePool without indices: per output, the window's valid rows and columns
+// are a range, so no tap table or multi-index walk.
+void Pool2DFloat(const PoolAttrs& a, const Geometry& g, const float* x, float* y, int64_t planes, ThreadPool* pool) {
+  const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1];
+  const int64_t KH = g.k[0], KW = g.k[1], SH = g.s[0], SW = g.s[1], DH = g.d[0], DW = g.d[1];
+  // Taps of output o along a dim: valid (inside the input) and counted (inside input + pads).
+  auto taps = [](int64_t o, int64_t s, int64_t pb, int64_t pe, int64_t k, int64_t d, int64_t in, int64_t* first,
+                 int64_t* last, int64_t* padded) {
+    const int64_t start = o * s - pb;
+    *first = start >= 0 ? 0 : (-start + d - 1) / d;
+    *last = in - 1 - start < 0 ? 0 : std::min(k, (in - 1 - start) / d + 1);
+    if (*last < *first) *last = *first;
+    int64_t n = 0;
+    for (int64_t t = 0; t < k; ++t) n += start + t * d < in + pe;
+    *padded = n;
+  };
+  std::vector<int64_t> wf(OW), wl(OW), wp(OW);
+  for (int64_t ow = 0; ow < OW; ++ow) taps(ow, SW, g.pb[1], g.pe[1], KW, DW, W, &wf[ow], &wl[ow], &wp[ow]);
+  const bool is_max = a.kind == PoolKind::kMax;
+  ParallelFor(pool, planes, 1, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const float* xp = x + pl * H * W;
+      float* yp = y + pl * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t hf, hl, hp;
+        taps(oh, SH, g.pb[0], g.pe[0], KH, DH, H, &hf, &hl, &hp);
+        const int64_t ih0 = oh * SH - g.pb[0];
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t iw0 = ow * SW - g.pb[1];
+          float acc = is_max ? -std::numeric_limits<float>::infinity() : 0.f;
+          for (int64_t kh = hf; kh < hl; ++kh) {
+            const float* row = xp + (ih0 + kh * DH) * W + iw0;
+            for (int64_t kw = wf[ow]; kw < wl[ow]; ++kw) {
+              const float v = row[kw * DW];
+              if (is_max) {
+                acc = v > acc ? v : acc;
+              } else {
+                acc += v;
+              }
+            }
+          }
+          if (!is_max) {
+            const int64_t count = a.count_include_pad ? hp * wp[ow] : (hl - hf) * (wl[ow] - wf[ow]);
+            acc = count > 0 ? acc / static_cast<float>(count) : 0.f;
+          }
+          yp[oh * OW + ow] = acc;
+        }
+      }
+    }
+  });
+}
+
 absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   if (!ctx.has_input(0)) return InvalidArgument(ctx, "missing input X");
   const Tensor& x = ctx.input(0);
@@ -525,7 +671,10 @@ absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   if (!st.ok()) return st;
   Shape os = {x.dim(0), x.dim(1)};
   os.insert(os.end(), g.out.begin(), g.out.end());
-  Tensor& y = ctx.AllocateOutput(0, dt, os);
+  // The 2-D float path writes every output; the generic one relies on nothing either, but keep its zero fill.
+  const bool fast2d = dt == DType::kFloat32 && g.nd == 2 && a.kind != PoolKind::kLp &&
+                      !(ctx.num_outputs() > 1 && ctx.has_output(1));
+  Tensor& y = fast2d ? ctx.AllocateOutputUninitialized(0, dt, os) : ctx.AllocateOutput(0, dt, os);
   int64_t* ind = nullptr;
   if (ctx.num_outputs() > 1 && ctx.has_output(1)) {
     if (a.kind != PoolKind::kMax) return InvalidArgument(ctx, "only MaxPool has a second output");
@@ -533,6 +682,10 @@ absl::Status PoolCompute(OpContext& ctx, const PoolAttrs& a) {
   }
   if (y.num_elements() == 0) return absl::OkStatus();
   const int64_t planes = x.dim(0) * x.dim(1);
+  if (fast2d) {
+    Pool2DFloat(a, g, x.data<float>(), y.data<float>(), planes, ctx.thread_pool());
+    return absl::OkStatus();
+  }
   return VisitNumeric(dt, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, float16> ||
@@ -592,6 +745,24 @@ absl::Status GlobalPoolCompute(OpContext& ctx) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
       using Acc = AccOf<T>;
+      if constexpr (std::is_same_v<T, float>) {
+        if (!kMax) {
+          // Eight partial sums a plane (one float chain was latency-bound; the compiler vectorises these).
+          ParallelFor(ctx.thread_pool(), planes, 1, [&](int64_t b, int64_t e) {
+            for (int64_t pl = b; pl < e; ++pl) {
+              const float* p = x.data<float>() + pl * S;
+              float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+              int64_t i = 0;
+              for (; i + 8 <= S; i += 8)
+                for (int j = 0; j < 8; ++j) part[j] += p[i + j];
+              float acc = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+              for (; i < S; ++i) acc += p[i];
+              y.data<float>()[pl] = acc / static_cast<float>(S);
+            }
+          });
+          return absl::OkStatus();
+        }
+      }
       ParallelFor(ctx.thread_pool(), planes, 1, [&](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
           const T* p = x.data<T>() + pl * S;
@@ -688,6 +859,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeMaxUnpool(const KernelInit& init) 
 
 void RegisterNNOps(KernelRegistry& r) {
   AddVersions(r, "Conv", {1, 11, 22}, MakeConv);
+  r.Add(internal_ops::kDomain, internal_ops::FusedConv::kName, internal_ops::kOpset, internal_ops::kOpset, MakeConv);
   AddVersions(r, "ConvTranspose", {1, 11, 22}, MakeConvTranspose);
   AddVersions(r, "MaxPool", {1, 8, 10, 11, 12, 22}, MakePool(PoolKind::kMax));
   AddVersions(r, "AveragePool", {1, 7, 10, 11, 19, 22}, MakePool(PoolKind::kAverage));

@@ -199,7 +199,7 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
     ctx.check_uses = true;
     ctx.report = &report;
     ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-    EXPECT_EQ(report.counts.size(), 10u);  // every pass ran (dead_node_elimination twice, one entry)
+    EXPECT_EQ(report.counts.size(), 11u);  // every pass ran (dead_node_elimination twice, one entry)
   }
   auto model = Load(StackedKVModel());
   PassReport report;

@@ -8,7 +8,8 @@
 //   kv_cache_fusion          the stacked KV cache's Gather/Concat chains -> KVCacheAppend/Finish
 //   dead_node_elimination    nodes and initializers nothing reads
 //   constant_folding         nodes whose inputs are all constants -> initializers
-//   dead_node_elimination    again, after folding
+//   conv_fusion              Conv -> BatchNormalization / channel affine -> activation -> scalar affine -> FusedConv
+//   dead_node_elimination    again, after folding and the Conv fusion
 //   shape_inference          element types and shapes of every node output
 // The fusions read the shared UseDefIndex (use_def.h) and write the internal ops of
 // graph/internal_ops.h.
@@ -60,6 +61,12 @@ int FuseRMSNorm(Graph& g, UseDefIndex& uses);
 // MatMul(A, Transpose(B) over the last two axes) -> com.microsoft FusedMatMul(A, B, transB=1)
 // for float32 operands whose Transpose has no other reader; returns the count.
 int FuseTransposeIntoMatMul(Graph& g, UseDefIndex& uses);
+
+// Rewrites Conv (constant float32 W, B) and the chain reading it -- BatchNormalization, Mul/Add
+// by per-channel constants, one activation (Relu, Clip, LeakyRelu, HardSigmoid, Sigmoid,
+// HardSwish or its x * Clip(x + 3, 0, 6) / 6 spelling), then Mul/Add/Sub/Div by scalars -- into one
+// internal FusedConv with folded W and B (see conv_fusion.cc). Returns the number of Convs fused.
+int FuseConvChains(Graph& g, UseDefIndex& uses);
 
 // Rewrites DequantizeLinear(constant int4/uint4 weight blocked along K, or int8/uint8 per
 // column or per tensor) -> MatMul B (the DQ output read only as MatMul B operands) into one
@@ -117,6 +124,7 @@ std::unique_ptr<GraphPass> MakeExternalWeightBindingPass();  // ctx.external_wei
 std::unique_ptr<GraphPass> MakeTopologicalSortPass();
 std::unique_ptr<GraphPass> MakeQdqFusionPass();            // ctx.qdq_fusion, qdq_limits, qdq_trace; report->qdq
 std::unique_ptr<GraphPass> MakeRMSNormFusionPass();
+std::unique_ptr<GraphPass> MakeConvFusionPass();
 std::unique_ptr<GraphPass> MakeWeightDequantFusionPass();  // ctx.weight_fusion; refusals at LogLevel::kInfo
 std::unique_ptr<GraphPass> MakeKVCacheFusionPass();
 std::unique_ptr<GraphPass> MakeDeadNodeEliminationPass();

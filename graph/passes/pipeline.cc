@@ -17,6 +17,8 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeKVCacheFusionPass());
     p->push_back(MakeDeadNodeEliminationPass());
     p->push_back(MakeConstantFoldingPass());
+    // After folding: weights computed from constants are initializers by then.
+    p->push_back(MakeConvFusionPass());
     p->push_back(MakeDeadNodeEliminationPass());
     p->push_back(MakeShapeInferencePass());
     // Reads the element types shape inference found.

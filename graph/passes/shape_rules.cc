@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/checked_math.h"
+#include "graph/internal_ops.h"
 
 namespace oneinfer::shape_rules {
 
@@ -661,7 +662,7 @@ void Window(Ctx& c) {
     return c.Set(0, c.Elem(0), out);
   }
   std::vector<int64_t> kernel = c.n.GetInts("kernel_shape");
-  if (op == "Conv") {
+  if (op == "Conv" || op == internal_ops::FusedConv::kName) {
     const Dims* w = c.Shape(1);
     out[1] = w && !w->empty() ? (*w)[0] : Dim();
     if (kernel.empty() && w && w->size() == x->size()) {
