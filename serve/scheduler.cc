@@ -126,7 +126,7 @@ void Scheduler::Loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return wake_ || !running_.empty(); });
+      cv_.wait(l, [&] { return wake_ || stopping_ || !running_.empty() || !queue_.empty(); });
       wake_ = false;
       CancelAndAdmit();
       if (stopping_ && running_.empty() && batch_->active() == 0) break;
