@@ -117,7 +117,7 @@ TEST_F(ServeScheduler, EightConcurrentRequestsEachGetTheirLoneTokens) {
 
 TEST_F(ServeScheduler, CancelFreesTheSlotForTheNextRequest) {
   Metrics metrics(1);
-  auto sched = Make(1, 4, &metrics);
+  auto sched = Make(1, 4, &metrics, /*context=*/64);  // without the cancel, a still ends (kLength)
   SequenceOptions endless;
   endless.max_new_tokens = 100000;
   auto a = sched->Submit(Prompt(4, 1), endless);
