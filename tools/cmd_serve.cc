@@ -30,10 +30,11 @@ constexpr const char* kHelp =
     "  --model-name NAME      the model's id in /v1/models and replies (default: the model's folder)\n"
     "  --threads N            threads for the kernels (default: all cores)\n"
     "  --matmul float|int8    constant-weight MatMuls in float32 (default) or dynamic A8W8\n"
-    "  --max-batch N          sequences decoded together, one KV cache slot each (default 8)\n"
+    "  --max-batch N          sequences decoded together, one KV cache slot each (default 8, at most 256)\n"
     "  --context N            positions per sequence, prompt and reply (default: the model's)\n"
     "  --prefill-chunk N      long prompts are prefilled N tokens per step (default 256)\n"
-    "  --max-queue N          requests that may wait for a slot; more get 429 (default 64)\n"
+    "  --max-queue N          requests that may wait for a slot; more get 429 (default 64, at most\n"
+    "                         1000: each waiting request holds an HTTP thread)\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* (default: none;\n"
     "                         also read from ONEINFER_API_KEY)\n"
     "\n"
@@ -84,10 +85,10 @@ int CmdServe(int argc, char** argv) {
   const IntFlag flags[] = {
       {"--port", port, 0, 65535, [&](int64_t x) { o.port = static_cast<int>(x); }},
       {"--threads", threads, 1, 4096, [&](int64_t x) { o.session.num_threads = static_cast<int>(x); }},
-      {"--max-batch", max_batch, 1, 1024, [&](int64_t x) { o.max_batch = static_cast<int>(x); }},
+      {"--max-batch", max_batch, 1, 256, [&](int64_t x) { o.max_batch = static_cast<int>(x); }},
       {"--context", context, 1, INT32_MAX, [&](int64_t x) { o.context = x; }},
       {"--prefill-chunk", chunk, 0, INT32_MAX, [&](int64_t x) { o.prefill_chunk = static_cast<int>(x); }},
-      {"--max-queue", max_queue, 0, 100000, [&](int64_t x) { o.max_queue = static_cast<int>(x); }},
+      {"--max-queue", max_queue, 0, 1000, [&](int64_t x) { o.max_queue = static_cast<int>(x); }},
   };
   for (const IntFlag& f : flags) {
     if (f.value.empty()) continue;
