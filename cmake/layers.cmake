@@ -19,11 +19,16 @@ set(ONEINFER_LAYER_USES_llm    base engine_api llm_api)
 set(ONEINFER_LAYER_USES_convert base graph quant engine_api llm_api)
 # The C API (include/oneinfer/oneinfer_c.h) wraps the public C++ API and nothing below it.
 set(ONEINFER_LAYER_USES_capi   base engine_api llm_api)
+# The OpenAI-compatible server (`oneinfer serve`) on the public API. It is not part of
+# liboneinfer (it needs cpp-httplib): the command and the tests link it.
+set(ONEINFER_LAYER_USES_serve  base engine_api llm_api)
 
 set(ONEINFER_LAYERS "")
 set(ONEINFER_LAYER_OBJECTS "")
 
 # oneinfer_layer(NAME FOLDER...): an OBJECT library of every .cc under the folders.
+# ONEINFER_LAYER_LIBS_<name>: libraries a layer needs beyond the library's own dependencies.
+# ONEINFER_LAYER_OUTSIDE_<name>: ON for a layer left out of liboneinfer.so / .a.
 function(oneinfer_layer name)
   set(sources "")
   foreach(dir ${ARGN})
@@ -35,7 +40,7 @@ function(oneinfer_layer name)
   target_include_directories(${target} PRIVATE
     ${CMAKE_SOURCE_DIR}/include ${CMAKE_BINARY_DIR}/generated/include ${CMAKE_SOURCE_DIR})
   target_link_libraries(${target} PRIVATE
-    ${ONEINFER_PUBLIC_DEPS} ${ONEINFER_PRIVATE_DEPS} ${ONEINFER_HEADER_ONLY_DEPS})
+    ${ONEINFER_PUBLIC_DEPS} ${ONEINFER_PRIVATE_DEPS} ${ONEINFER_HEADER_ONLY_DEPS} ${ONEINFER_LAYER_LIBS_${name}})
   target_compile_definitions(${target} PRIVATE ONEINFER_VERSION="${PROJECT_VERSION}")
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   # liboneinfer.so exports only the API (ONEINFER_API in include/oneinfer/); the tests, tools and
@@ -43,7 +48,9 @@ function(oneinfer_layer name)
   set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   set(ONEINFER_LAYERS ${ONEINFER_LAYERS} ${name} PARENT_SCOPE)
   set(ONEINFER_LAYER_DIRS_${name} ${ARGN} PARENT_SCOPE)
-  set(ONEINFER_LAYER_OBJECTS ${ONEINFER_LAYER_OBJECTS} $<TARGET_OBJECTS:${target}> PARENT_SCOPE)
+  if(NOT ONEINFER_LAYER_OUTSIDE_${name})
+    set(ONEINFER_LAYER_OBJECTS ${ONEINFER_LAYER_OBJECTS} $<TARGET_OBJECTS:${target}> PARENT_SCOPE)
+  endif()
 endfunction()
 
 # The layers `name` may use, directly or through the layers it uses (engine_api -> engine).
@@ -94,11 +101,13 @@ function(oneinfer_check_layers)
   foreach(layer ${ONEINFER_LAYERS})
     oneinfer_layer_closure(${layer} closure)
     set(objects "")
+    set(libs "")
     foreach(l ${closure})
       list(APPEND objects $<TARGET_OBJECTS:oneinfer_${l}>)
+      list(APPEND libs ${ONEINFER_LAYER_LIBS_${l}})
     endforeach()
     add_library(oneinfer_layer_link_${layer} SHARED ${objects})
-    target_link_libraries(oneinfer_layer_link_${layer} PRIVATE ${ONEINFER_PUBLIC_DEPS} ${ONEINFER_PRIVATE_DEPS})
+    target_link_libraries(oneinfer_layer_link_${layer} PRIVATE ${ONEINFER_PUBLIC_DEPS} ${ONEINFER_PRIVATE_DEPS} ${libs})
     target_link_options(oneinfer_layer_link_${layer} PRIVATE -Wl,--no-undefined)
     set_target_properties(oneinfer_layer_link_${layer} PROPERTIES
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/layer_links)

@@ -55,7 +55,7 @@ step "docs/api.md covers every public declaration of the installed headers"
 step "liboneinfer.so exports the API only"
 # Built with hidden visibility: the only exported symbols are what include/oneinfer/ marks
 # ONEINFER_API (docs/api.md lists them).
-api='(Tensor|Session|Generator|BatchGenerator|Tokenizer|ChatTemplate)(::| )|(FinishReasonName|DTypeSize|StorageBytes|DTypeName|IsFloatingPoint|IsInteger|NumElements|ShapeToString|SampleToken|VersionString|FormatChatML|ExportQwen3|WriteRandomQwen3|QuantizeA8W8)[[(]'
+api='(Tensor|Session|Generator|BatchGenerator|Tokenizer|ChatTemplate|ModelChatFormat)(::| )|(FinishReasonName|ModelStopIds|DTypeSize|StorageBytes|DTypeName|IsFloatingPoint|IsInteger|NumElements|ShapeToString|SampleToken|VersionString|FormatChatML|ExportQwen3|WriteRandomQwen3|QuantizeA8W8)[[(]'
 leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
          { grep -vE "^(oneinfer::Tensor )?oneinfer::($api)" || true; } | grep -vE '^(_init|_fini|oneinfer_[a-z0-9_]+)$' || true)
 leaked+=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt | grep -E '::Impl::' || true)

@@ -56,5 +56,6 @@ int CmdTokenize(int argc, char** argv);
 int CmdRun(int argc, char** argv);
 int CmdQuantize(int argc, char** argv);
 int CmdBench(int argc, char** argv);
+int CmdServe(int argc, char** argv);
 
 }  // namespace oneinfer::cli

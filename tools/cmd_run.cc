@@ -47,73 +47,6 @@ constexpr const char* kHelp =
     "and genai_config.json beside the model (else the tokenizer's <|im_end|> and <|endoftext|>), and\n"
     "the eos_token of tokenizer_config.json.\n";
 
-// The chat prompt for one user turn: the model's own template (tokenizer_config.json beside the
-// model, else beside the tokenizer), or Qwen's ChatML when neither has one.
-absl::StatusOr<std::string> ChatPrompt(const fs::path& model_dir, const std::string& tok_path, const std::string& user) {
-  for (const fs::path& dir : {model_dir, fs::path(tok_path).parent_path()}) {
-    const fs::path config = dir / "tokenizer_config.json";
-    if (dir.empty() || !fs::exists(config)) continue;
-    auto tmpl = ChatTemplate::FromTokenizerConfig(config.string());
-    if (absl::IsNotFound(tmpl.status())) continue;  // a config without a template
-    if (!tmpl.ok()) return tmpl.status();
-    return (*tmpl)->Render({{"user", user}}, /*add_generation_prompt=*/true);
-  }
-  return FormatChatML({{"user", user}});
-}
-
-// End-of-sequence ids from every config beside the model that names them.
-absl::Status AddStopIds(const fs::path& model_dir, const Tokenizer* tok, std::vector<int32_t>* stop) {
-  auto add_ids = [&](const json& ids, const std::string& file) -> absl::Status {
-    for (const json& id : ids.is_array() ? ids : json::array({ids})) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return absl::InvalidArgumentError(absl::StrCat(file, ": eos_token_id ", id.dump(), " is not a token id"));
-      }
-      const int32_t v = id.get<int32_t>();
-      if (std::find(stop->begin(), stop->end(), v) == stop->end()) stop->push_back(v);
-    }
-    return absl::OkStatus();
-  };
-  auto read = [&](const char* name, json* j) -> absl::StatusOr<bool> {
-    if (!fs::exists(model_dir / name)) return false;
-    try {
-      std::ifstream f(model_dir / name);
-      *j = json::parse(f);
-    } catch (const std::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", e.what()));
-    }
-    return true;
-  };
-  json j;
-  auto found = read("generation_config.json", &j);
-  if (!found.ok()) return found.status();
-  if (*found && j.is_object() && j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
-    if (auto s = add_ids(j["eos_token_id"], "generation_config.json"); !s.ok()) return s;
-  }
-  found = read("genai_config.json", &j);
-  if (!found.ok()) return found.status();
-  if (*found && j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("eos_token_id")) {
-    if (auto s = add_ids(j["model"]["eos_token_id"], "genai_config.json"); !s.ok()) return s;
-  }
-  // Without generation or genai config, the tokenizer's usual ends of a Qwen turn and text.
-  if (stop->empty() && tok) {
-    for (const char* t : {"<|im_end|>", "<|endoftext|>"}) {
-      if (auto id = tok->TokenId(t)) stop->push_back(*id);
-    }
-  }
-  found = read("tokenizer_config.json", &j);
-  if (!found.ok()) return found.status();
-  if (*found && tok && j.is_object() && j.contains("eos_token")) {
-    const json& e = j["eos_token"];
-    const json text = e.is_object() && e.contains("content") ? e["content"] : e;
-    if (text.is_string()) {
-      if (auto id = tok->TokenId(text.get<std::string>())) {
-        if (std::find(stop->begin(), stop->end(), *id) == stop->end()) stop->push_back(*id);
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 bool ParseInt(const std::string& s, int64_t* v) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -210,7 +143,9 @@ int CmdRun(int argc, char** argv) {
   std::vector<int32_t> ids;
   if (has_prompt) {
     if (chat) {
-      auto text = ChatPrompt(model_dir, tok_path, prompt);
+      auto format = ModelChatFormat::Find(model_dir.string(), tok_path);
+      if (!format.ok()) return Fail(format.status());
+      auto text = (*format)->Render({{"user", prompt}});
       if (!text.ok()) return Fail(text.status());
       prompt = std::move(*text);
     }
@@ -234,7 +169,9 @@ int CmdRun(int argc, char** argv) {
     }
   }
 
-  if (auto s = AddStopIds(model_dir, tok.get(), &gen.stop_ids); !s.ok()) return Fail(s);
+  auto stop_ids = ModelStopIds(model_dir.string(), tok.get());
+  if (!stop_ids.ok()) return Fail(stop_ids.status());
+  gen.stop_ids = *std::move(stop_ids);
 
   const auto load_start = std::chrono::steady_clock::now();
   auto session = Session::Load(pos[0], sopts);

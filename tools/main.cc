@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "                                                  (--cached; export-qwen3 is the same command)\n"
     "  tokenize --tokenizer T [--file F | TEXT]        text lines -> token ids (--decode: ids -> text)\n"
     "  quantize MODEL.onnx -o OUT.onnx --a8w8          static A8W8 QDQ graph, calibrated on text or ids\n"
+    "  serve MODEL.onnx [--port N]                     OpenAI-compatible HTTP server, continuous batching\n"
     "\n"
     "  oneinfer <command> --help   shows a command's options\n"
     "  oneinfer --version          version, kernel tiers, NPU leg\n";
@@ -66,6 +67,7 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "run") return oneinfer::cli::CmdRun(argc, argv);
   if (cmd == "bench") return oneinfer::cli::CmdBench(argc, argv);
   if (cmd == "quantize") return oneinfer::cli::CmdQuantize(argc, argv);
+  if (cmd == "serve") return oneinfer::cli::CmdServe(argc, argv);
   std::cerr << "oneinfer: error: unknown command '" << cmd << "'\n" << kUsage;
   return 2;
 }

@@ -1,6 +1,7 @@
 // Chat formatting: a conversation turned into the prompt text a chat model was trained on.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,6 +11,8 @@
 #include "oneinfer/export.h"
 
 namespace oneinfer {
+
+class Tokenizer;
 
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant"
@@ -57,5 +60,30 @@ class ONEINFER_API ChatTemplate {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A model folder's prompt format, found as `oneinfer run --chat` and `oneinfer serve` find it: the
+// chat_template of tokenizer_config.json beside the model, else beside the tokenizer; Qwen's
+// ChatML (FormatChatML) when neither has one.
+class ONEINFER_API ModelChatFormat {
+ public:
+  // model_dir: the model's folder; tokenizer_path: its tokenizer.json ("" for none). A config that
+  // exists but cannot be read, or whose template does not parse, is an error.
+  static absl::StatusOr<std::unique_ptr<ModelChatFormat>> Find(const std::string& model_dir, const std::string& tokenizer_path);
+  ~ModelChatFormat();
+
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  // The model's own template, or nullptr when the format is ChatML.
+  const ChatTemplate* chat_template() const { return template_.get(); }
+
+ private:
+  ModelChatFormat();
+  std::unique_ptr<ChatTemplate> template_;
+};
+
+// The ids that end a model's turn: eos_token_id of generation_config.json and of genai_config.json
+// ("model") beside the model (without either, the tokenizer's <|im_end|> and <|endoftext|>), and
+// the eos_token of tokenizer_config.json. InvalidArgument for a config that does not parse or an
+// id that is not a token id.
+ONEINFER_API absl::StatusOr<std::vector<int32_t>> ModelStopIds(const std::string& model_dir, const Tokenizer* tokenizer);
 
 }  // namespace oneinfer
