@@ -430,49 +430,24 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Collect(const std::vector<cons
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
                                                           const OuterLookup& outer, const RunControl& run,
                                                           const std::vector<bool>& wanted) const {
-  if (!wanted.empty() && wanted.size() != output_slots_.size()) {
-    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
-  }
-  // A run that wants every output takes the plan's own schedule (no copy).
-  const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
-  Schedule pruned;
-  if (prune) pruned = PrunedSchedule(wanted);
-  const size_t count = prune ? pruned.steps.size() : steps_.size();
-  std::vector<const Value*> ptr;
-  std::vector<Value> owned(slots_.size());
-  if (absl::Status bound = BindSlots(inputs, outer, ptr); !bound.ok()) return bound;
-  using Clock = std::chrono::steady_clock;
-  std::vector<Clock::time_point> ends;
-  Clock::time_point start;
-  if (profile_) {
-    ends.resize(count);
-    start = Clock::now();
-  }
-  for (size_t j = 0; j < count; ++j) {
-    const size_t k = prune ? pruned.steps[j] : j;
-    const Step& step = steps_[k];
-    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);  // names where it stopped
-    const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
-    if (absl::Status s = RunStep(step, ptr, owned, run, release); !s.ok()) return s;
-    if (profile_) ends[j] = Clock::now();
-  }
-  if (profile_) {
-    std::vector<size_t> ran = pruned.steps;
-    if (!prune) {
-      ran.resize(steps_.size());
-      std::iota(ran.begin(), ran.end(), size_t{0});
-    }
-    LogProfile(start, ran, ends);
-  }
-  return Collect(ptr, prune ? wanted : std::vector<bool>{});
+  auto results = RunLockstep({inputs}, outer, run, wanted, nullptr);
+  if (!results.ok()) return results.status();
+  return std::move(results->front());
 }
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
     const std::vector<std::vector<const Value*>>& inputs, const RunControl& run, const std::vector<bool>& wanted,
     int* stacked_steps) const {
+  return RunLockstep(inputs, nullptr, run, wanted, stacked_steps);
+}
+
+absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
+    const std::vector<std::vector<const Value*>>& inputs, const OuterLookup& outer, const RunControl& run,
+    const std::vector<bool>& wanted, int* stacked_steps) const {
   if (!wanted.empty() && wanted.size() != output_slots_.size()) {
-    return absl::InternalError(absl::StrCat("ExecuteBatch: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
+    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
   }
+  // A run that wants every output takes the plan's own schedule (no copy).
   const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
   Schedule pruned;
   if (prune) pruned = PrunedSchedule(wanted);
@@ -482,7 +457,7 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
   std::vector<std::vector<const Value*>> ptr(members);
   std::vector<std::vector<Value>> owned(members, std::vector<Value>(slots_.size()));
   for (size_t b = 0; b < members; ++b) {
-    if (absl::Status bound = BindSlots(inputs[b], nullptr, ptr[b]); !bound.ok()) return bound;
+    if (absl::Status bound = BindSlots(inputs[b], outer, ptr[b]); !bound.ok()) return bound;
   }
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> ends;
@@ -496,7 +471,7 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
   for (size_t j = 0; j < count; ++j) {
     const size_t k = prune ? pruned.steps[j] : j;
     const Step& step = steps_[k];
-    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);
+    if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);  // names where it stopped
     const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
     bool ran = false;
     if (members > 1 && step.kernel->RowwiseInput() >= 0) {

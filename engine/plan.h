@@ -101,6 +101,10 @@ class ExecutionPlan : public SubgraphRunner {
   absl::Status RunStep(const Step& step, std::vector<const Value*>& ptr, std::vector<Value>& owned,
                        const RunControl& run, const std::vector<int>& release) const;
   static void Release(const std::vector<int>& release, std::vector<const Value*>& ptr, std::vector<Value>& owned);
+  // Execute and ExecuteBatch: one run per input set, each step for every set before the next.
+  absl::StatusOr<std::vector<std::vector<Value>>> RunLockstep(const std::vector<std::vector<const Value*>>& inputs,
+                                                              const OuterLookup& outer, const RunControl& run,
+                                                              const std::vector<bool>& wanted, int* stacked_steps) const;
   // A row-wise step over every member's rows at once; false (nothing run) when their inputs do
   // not stack (different widths or dtypes, a non-shared operand).
   absl::StatusOr<bool> RunStacked(const Step& step, std::vector<std::vector<const Value*>>& ptr,
