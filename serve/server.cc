@@ -91,6 +91,7 @@ struct Server::Impl {
   Metrics metrics;
   httplib::Server http;
   std::thread listener;
+  std::atomic<bool> listener_done{false};  // listen_after_bind returned
   int port = -1;
   std::atomic<bool> ready{false};
   std::atomic<uint64_t> next_id{1};
@@ -141,7 +142,13 @@ absl::Status Server::Listen() {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", m.options.host, ":", m.options.port,
                                                " (address in use, or not an address of this machine)"));
   }
-  m.listener = std::thread([&m] { m.http.listen_after_bind(); });
+  m.listener = std::thread([&m] {
+    m.http.listen_after_bind();
+    m.listener_done = true;
+  });
+  // cpp-httplib's stop() does nothing until the accept loop has started, and a Shutdown right
+  // after Listen (a model that fails to load) would then wait on that loop forever.
+  while (!m.http.is_running() && !m.listener_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return absl::OkStatus();
 }
 
