@@ -5,7 +5,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "base/half.h"
 
 namespace oneinfer {
 
@@ -150,22 +149,13 @@ absl::StatusOr<std::vector<SequenceEvent>> BatchGenerator::Step(const RunOptions
       Sequence& s = *members[i];
       std::vector<Tensor>& out = (*outs)[i];
       const int64_t n = feeds[i][0].second.dim(1);
-      const Tensor& logits = out[0];
-      if (logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) <= 0 || logits.dtype() != gen_->logits_dtype_) {
+      auto last_row = gen_->LastLogits(out[0], n, &widened);
+      if (!last_row.ok()) {
         seqs_.clear();
-        return absl::InternalError(absl::StrCat("'logits' is ", DTypeName(logits.dtype()), " ",
-                                                ShapeToString(logits.shape()), " for ", n, " tokens"));
+        return last_row.status();
       }
-      const int64_t vocab = logits.dim(2);
-      const float* last = nullptr;
-      if (logits.dtype() == DType::kFloat16) {
-        const uint16_t* row = logits.data<uint16_t>() + (n - 1) * vocab;
-        widened.resize(static_cast<size_t>(vocab));
-        for (int64_t v = 0; v < vocab; ++v) widened[static_cast<size_t>(v)] = F16ToF32(row[v]);
-        last = widened.data();
-      } else {
-        last = logits.data<float>() + (n - 1) * vocab;
-      }
+      const float* last = *last_row;
+      const int64_t vocab = out[0].dim(2);
       if (gen_->cached()) {
         s.cache.assign(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
         s.fed = s.tokens.size();

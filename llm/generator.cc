@@ -279,6 +279,19 @@ std::vector<Feed> Generator::Feeds(const std::vector<int64_t>& sequence, size_t 
   return feeds;
 }
 
+absl::StatusOr<const float*> Generator::LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const {
+  if (logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) <= 0 || logits.dtype() != logits_dtype_) {
+    return absl::InternalError(absl::StrCat("'logits' is ", DTypeName(logits.dtype()), " ",
+                                            ShapeToString(logits.shape()), " for ", n, " tokens"));
+  }
+  const int64_t vocab = logits.dim(2);
+  if (logits_dtype_ != DType::kFloat16) return logits.data<float>() + (n - 1) * vocab;
+  const uint16_t* row = logits.data<uint16_t>() + (n - 1) * vocab;
+  widened->resize(static_cast<size_t>(vocab));
+  for (int64_t v = 0; v < vocab; ++v) (*widened)[static_cast<size_t>(v)] = F16ToF32(row[v]);
+  return widened->data();
+}
+
 std::vector<Tensor> Generator::EmptyCache() const {
   std::vector<Tensor> cache;
   for (const CacheSlot& c : cache_) cache.push_back(Tensor::Empty(c.dtype, c.empty_shape));
@@ -348,21 +361,10 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
       result.decode_ms += ms;
       ++result.decode_steps;
     }
-    const Tensor& logits = (*outs)[0];
-    if (logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) <= 0 || logits.dtype() != logits_dtype_) {
-      return absl::InternalError(absl::StrCat("'logits' is ", DTypeName(logits.dtype()), " ",
-                                              ShapeToString(logits.shape()), " for ", n, " tokens"));
-    }
-    const int64_t vocab = logits.dim(2);
-    const float* last = nullptr;
-    if (logits_dtype_ == DType::kFloat16) {
-      const uint16_t* row = logits.data<uint16_t>() + (n - 1) * vocab;
-      widened.resize(static_cast<size_t>(vocab));
-      for (int64_t v = 0; v < vocab; ++v) widened[static_cast<size_t>(v)] = F16ToF32(row[v]);
-      last = widened.data();
-    } else {
-      last = logits.data<float>() + (n - 1) * vocab;
-    }
+    const int64_t vocab = (*outs)[0].rank() == 3 ? (*outs)[0].dim(2) : 0;
+    auto last_row = LastLogits((*outs)[0], n, &widened);
+    if (!last_row.ok()) return last_row.status();
+    const float* last = *last_row;
     if (has_cache) {
       // The cache the model returned is the next step's input, not copied.
       cache.assign(std::make_move_iterator(outs->begin() + 1), std::make_move_iterator(outs->end()));

@@ -89,6 +89,9 @@ class ONEINFER_API Generator {
   // The feeds of one forward pass over sequence[first, first + count) with `cache` holding first tokens.
   std::vector<Feed> Feeds(const std::vector<int64_t>& sequence, size_t first, size_t count,
                           const std::vector<Tensor>& cache) const;
+  // The last row of a pass's logits for n tokens, checked, as float32 (float16 widened into
+  // *widened); InternalError when the graph returned another shape or type.
+  absl::StatusOr<const float*> LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const;
   // The cache of a sequence that holds no tokens yet, and the outputs the next cache comes from.
   std::vector<Tensor> EmptyCache() const;
   std::vector<std::string> CacheOutputs() const;
