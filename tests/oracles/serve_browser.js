@@ -56,7 +56,10 @@ function check(ok, what, detail) {
       console.log(`serve_browser: screenshot ${screenshot}`);
     }
 
-    // The stop button ends a long reply early.
+    // The stop button ends a long reply early. The tiny model writes its whole reply in under a
+    // second, so the download is throttled (4 KB/s, ~25 s for the reply) to make the click land
+    // mid-stream on a loaded machine too (it once lost the race in CI and saw "length").
+    await page.emulateNetworkConditions({download: 4096, upload: 1 << 20, latency: 0});
     await page.$eval('#max-tokens', (el) => { el.value = '100000'; el.dispatchEvent(new Event('change')); });
     await page.keyboard.type('Tell me a long story');
     await page.keyboard.press('Enter');
@@ -64,7 +67,7 @@ function check(ok, what, detail) {
     await page.click('#stop');
     await page.waitForSelector('.msg.assistant.done + .msg.user + .msg.assistant.done', {timeout: 30000});
     const meta = await page.$eval('.msg.user + .msg.assistant.done:last-child .meta', (el) => el.textContent);
-    check(meta === 'stopped', 'the Stop button ends a streaming reply');
+    check(meta === 'stopped', 'the Stop button ends a streaming reply', `the reply ended with "${meta}"`);
     check(errors.length === 0, 'no script errors on the page', errors.join('\n'));
   } finally {
     await browser.close();
