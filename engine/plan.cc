@@ -429,23 +429,56 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Collect(const std::vector<cons
 
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
                                                           const OuterLookup& outer, const RunControl& run,
-                                                          const std::vector<bool>& wanted) const {
-  auto results = RunLockstep({inputs}, outer, run, wanted, nullptr);
+                                                          const std::vector<bool>& wanted,
+                                                          const std::vector<bool>& last_row) const {
+  auto results = RunLockstep({inputs}, outer, run, wanted, last_row, nullptr);
   if (!results.ok()) return results.status();
   return std::move(results->front());
 }
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
     const std::vector<std::vector<const Value*>>& inputs, const RunControl& run, const std::vector<bool>& wanted,
-    int* stacked_steps) const {
-  return RunLockstep(inputs, nullptr, run, wanted, stacked_steps);
+    const std::vector<bool>& last_row, int* stacked_steps) const {
+  return RunLockstep(inputs, nullptr, run, wanted, last_row, stacked_steps);
+}
+
+void ExecutionPlan::NarrowToLastRow(const Step& step, std::vector<std::vector<const Value*>>& ptr,
+                                    std::vector<Value>& views) const {
+  const int row_input = step.kernel->RowwiseInput();
+  if (row_input < 0 || static_cast<size_t>(row_input) >= step.inputs.size() || step.inputs[static_cast<size_t>(row_input)] < 0) return;
+  const size_t rs = static_cast<size_t>(step.inputs[static_cast<size_t>(row_input)]);
+  views.assign(ptr.size(), Value());
+  for (size_t b = 0; b < ptr.size(); ++b) {
+    const Value* v = ptr[b][rs];
+    if (v == nullptr || !v->is_tensor() || v->tensor.rank() < 2 || v->tensor.dtype() == DType::kString) continue;
+    const Tensor& t = v->tensor;
+    bool one_block = t.dim(-2) > 1;  // rows of one block only: the last is the last position
+    for (int64_t d = 0; d + 2 < t.rank(); ++d) one_block = one_block && t.dim(d) == 1;
+    if (!one_block) continue;
+    Shape shape(static_cast<size_t>(t.rank()), 1);
+    shape.back() = t.dim(-1);
+    const size_t row_bytes = static_cast<size_t>(t.dim(-1)) * DTypeSize(t.dtype());
+    const char* last = static_cast<const char*>(t.raw_data()) + static_cast<size_t>(t.dim(-2) - 1) * row_bytes;
+    views[b] = Value::FromTensor(Tensor::Wrap(t.dtype(), std::move(shape), t.holder(), const_cast<char*>(last)));
+    ptr[b][rs] = &views[b];
+  }
 }
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     const std::vector<std::vector<const Value*>>& inputs, const OuterLookup& outer, const RunControl& run,
-    const std::vector<bool>& wanted, int* stacked_steps) const {
-  if (!wanted.empty() && wanted.size() != output_slots_.size()) {
-    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " output flags for ", output_slots_.size(), " outputs"));
+    const std::vector<bool>& wanted, const std::vector<bool>& last_row, int* stacked_steps) const {
+  if ((!wanted.empty() && wanted.size() != output_slots_.size()) || (!last_row.empty() && last_row.size() != output_slots_.size())) {
+    return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " and ", last_row.size(), " output flags for ",
+                                            output_slots_.size(), " outputs"));
+  }
+  // The steps producing a last-row output (RunOptions::last_row_outputs).
+  std::vector<bool> narrow(steps_.size(), false);
+  for (size_t i = 0; i < last_row.size(); ++i) {
+    if (!last_row[i]) continue;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const auto& outs = steps_[k].outputs;
+      if (std::find(outs.begin(), outs.end(), output_slots_[i]) != outs.end()) narrow[k] = outs.size() == 1;
+    }
   }
   // A run that wants every output takes the plan's own schedule (no copy).
   const bool prune = std::find(wanted.begin(), wanted.end(), false) != wanted.end();
@@ -474,6 +507,14 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);  // names where it stopped
     const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
     bool ran = false;
+    std::vector<Value> last_rows;  // views of the row inputs' last rows, for a narrowed step
+    std::vector<const Value*> whole;  // the row inputs they replace
+    size_t row_slot = 0;
+    if (narrow[k] && step.kernel->RowwiseInput() >= 0) {
+      row_slot = static_cast<size_t>(step.inputs[static_cast<size_t>(step.kernel->RowwiseInput())]);
+      for (const auto& p : ptr) whole.push_back(p[row_slot]);
+      NarrowToLastRow(step, ptr, last_rows);
+    }
     if (members > 1 && step.kernel->RowwiseInput() >= 0) {
       auto stacked = RunStacked(step, ptr, owned, run, release);
       if (!stacked.ok()) return stacked.status();
@@ -482,6 +523,10 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     }
     for (size_t b = 0; b < members && !ran; ++b) {
       if (absl::Status s = RunStep(step, ptr[b], owned[b], run, release); !s.ok()) return s;
+    }
+    // A narrowed input that outlives the step points at the whole value again.
+    for (size_t b = 0; b < whole.size(); ++b) {
+      if (!last_rows.empty() && ptr[b][row_slot] == &last_rows[b]) ptr[b][row_slot] = whole[b];
     }
     if (profile_) ends[j] = Clock::now();
   }

@@ -39,10 +39,14 @@ class ExecutionPlan : public SubgraphRunner {
   // inputs[i] is the value of graph input i, or nullptr to use its initializer. `run` is checked
   // before each node (Cancelled / DeadlineExceeded) and handed to the kernels. `wanted` (one flag
   // per graph output; empty = all) limits the run to the nodes those outputs depend on; an output
-  // not wanted comes back as an empty Value.
+  // not wanted comes back as an empty Value. `last_row` (one flag per graph output; empty =
+  // none): a flagged output's producer, when it is row-wise (OpKernel::RowwiseInput) and its row
+  // input has size 1 before its last two dimensions, runs on that input's last row alone
+  // (RunOptions::last_row_outputs).
   absl::StatusOr<std::vector<Value>> Execute(const std::vector<const Value*>& inputs,
                                              const OuterLookup& outer, const RunControl& run = {},
-                                             const std::vector<bool>& wanted = {}) const;
+                                             const std::vector<bool>& wanted = {},
+                                             const std::vector<bool>& last_row = {}) const;
 
   // Runs several independent input sets (top-level graphs only) in lockstep: each step for every
   // set before the next step. A step whose kernel is row-wise (OpKernel::RowwiseInput) runs once
@@ -52,6 +56,7 @@ class ExecutionPlan : public SubgraphRunner {
   absl::StatusOr<std::vector<std::vector<Value>>> ExecuteBatch(const std::vector<std::vector<const Value*>>& inputs,
                                                                const RunControl& run = {},
                                                                const std::vector<bool>& wanted = {},
+                                                               const std::vector<bool>& last_row = {},
                                                                int* stacked_steps = nullptr) const;
 
   // SubgraphRunner
@@ -104,7 +109,11 @@ class ExecutionPlan : public SubgraphRunner {
   // Execute and ExecuteBatch: one run per input set, each step for every set before the next.
   absl::StatusOr<std::vector<std::vector<Value>>> RunLockstep(const std::vector<std::vector<const Value*>>& inputs,
                                                               const OuterLookup& outer, const RunControl& run,
-                                                              const std::vector<bool>& wanted, int* stacked_steps) const;
+                                                              const std::vector<bool>& wanted,
+                                                              const std::vector<bool>& last_row, int* stacked_steps) const;
+  // For a row-wise step: points each member's row input at a view of its last row, where its
+  // shape allows (size 1 before the last two dimensions); `views` keeps the views alive.
+  void NarrowToLastRow(const Step& step, std::vector<std::vector<const Value*>>& ptr, std::vector<Value>& views) const;
   // A row-wise step over every member's rows at once; false (nothing run) when their inputs do
   // not stack (different widths or dtypes, a non-shared operand).
   absl::StatusOr<bool> RunStacked(const Step& step, std::vector<std::vector<const Value*>>& ptr,

@@ -265,6 +265,7 @@ RunControl ControlOf(const RunOptions* run) {
   RunControl control;
   if (run != nullptr) {
     control.cancel = &run->cancel;
+    control.also_cancel = run->also_cancel;
     control.deadline = run->deadline;
   }
   return control;
@@ -277,8 +278,10 @@ absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
     const std::vector<bool>& wanted) const {
   auto by_index = BindFeeds(feeds);
   if (!by_index.ok()) return by_index.status();
+  auto last_row = LastRowFlags(run);
+  if (!last_row.ok()) return last_row.status();
   const RunControl control = ControlOf(run);
-  auto results = GuardExceptions([&] { return plan_->Execute(*by_index, nullptr, control, wanted); });
+  auto results = GuardExceptions([&] { return plan_->Execute(*by_index, nullptr, control, wanted, *last_row); });
   for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);  // does nothing unless mapped
   return results;
 }
@@ -291,6 +294,19 @@ absl::StatusOr<std::vector<std::pair<std::string, Value>>> SessionImpl::FeedValu
     values.emplace_back(name, Value::FromTensor(t));
   }
   return values;
+}
+
+absl::StatusOr<std::vector<bool>> SessionImpl::LastRowFlags(const RunOptions* run) const {
+  std::vector<bool> flags;
+  if (run == nullptr || run->last_row_outputs.empty()) return flags;
+  flags.assign(outputs_.size(), false);
+  for (const std::string& name : run->last_row_outputs) {
+    size_t i = 0;
+    while (i < outputs_.size() && outputs_[i].name != name) ++i;
+    if (i == outputs_.size()) return absl::InvalidArgumentError(absl::StrCat("last_row_outputs: unknown output '", name, "'"));
+    flags[i] = true;
+  }
+  return flags;
 }
 
 absl::Status SessionImpl::PickOutputs(const std::vector<std::string>& output_names, std::vector<size_t>* picked,
@@ -353,8 +369,10 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> SessionImpl::RunBatch(const std
     if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("feed set ", i, ": ", b.status().message()));
     bound.push_back(std::move(*b));
   }
+  auto last_row = LastRowFlags(run);
+  if (!last_row.ok()) return last_row.status();
   const RunControl control = ControlOf(run);
-  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, wanted, stacked_steps); });
+  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, wanted, *last_row, stacked_steps); });
   for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);
   if (!results.ok()) return results.status();
   std::vector<std::vector<Tensor>> out;

@@ -58,6 +58,9 @@ class SessionImpl {
   absl::Status PickOutputs(const std::vector<std::string>& output_names, std::vector<size_t>* picked,
                            std::vector<bool>* wanted) const;
   absl::StatusOr<std::vector<Tensor>> Picked(const std::vector<Value>& results, const std::vector<size_t>& picked) const;
+  // RunOptions::last_row_outputs as one flag per graph output (empty when none); an unknown
+  // name is an InvalidArgument error.
+  absl::StatusOr<std::vector<bool>> LastRowFlags(const RunOptions* run) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Graph> graph_;

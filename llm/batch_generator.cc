@@ -85,7 +85,8 @@ void BatchGenerator::Cancel(int64_t id) {
 
 absl::StatusOr<std::vector<SequenceEvent>> BatchGenerator::Step(const RunOptions* run) {
   static const RunOptions kUnbounded;
-  const RunOptions& control = run != nullptr ? *run : kUnbounded;
+  RunOptions own_run;
+  const RunOptions& control = Generator::StepRunOptions(run != nullptr ? *run : kUnbounded, &own_run);
   std::vector<SequenceEvent> events;
   last_ = StepStats{};
   // Cancelled sequences leave first: their slots are free before anything runs.

@@ -279,14 +279,25 @@ std::vector<Feed> Generator::Feeds(const std::vector<int64_t>& sequence, size_t 
   return feeds;
 }
 
+const RunOptions& Generator::StepRunOptions(const RunOptions& caller, RunOptions* own) {
+  if (caller.also_cancel != nullptr) return caller;
+  own->deadline = caller.deadline;
+  own->also_cancel = &caller.cancel;
+  own->last_row_outputs = {"logits"};
+  return *own;
+}
+
 absl::StatusOr<const float*> Generator::LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const {
-  if (logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) <= 0 || logits.dtype() != logits_dtype_) {
+  // n rows, or the last alone (RunOptions::last_row_outputs).
+  if (logits.rank() != 3 || (logits.dim(1) != n && logits.dim(1) != 1) || logits.dim(2) <= 0 ||
+      logits.dtype() != logits_dtype_) {
     return absl::InternalError(absl::StrCat("'logits' is ", DTypeName(logits.dtype()), " ",
                                             ShapeToString(logits.shape()), " for ", n, " tokens"));
   }
   const int64_t vocab = logits.dim(2);
-  if (logits_dtype_ != DType::kFloat16) return logits.data<float>() + (n - 1) * vocab;
-  const uint16_t* row = logits.data<uint16_t>() + (n - 1) * vocab;
+  const int64_t last = logits.dim(1) - 1;
+  if (logits_dtype_ != DType::kFloat16) return logits.data<float>() + last * vocab;
+  const uint16_t* row = logits.data<uint16_t>() + last * vocab;
   widened->resize(static_cast<size_t>(vocab));
   for (int64_t v = 0; v < vocab; ++v) (*widened)[static_cast<size_t>(v)] = F16ToF32(row[v]);
   return widened->data();
@@ -307,7 +318,8 @@ std::vector<std::string> Generator::CacheOutputs() const {
 absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                                      const TokenCallback& on_token) const {
   static const RunOptions kUnbounded;
-  const RunOptions& run = options.run ? *options.run : kUnbounded;
+  RunOptions own_run;
+  const RunOptions& run = StepRunOptions(options.run ? *options.run : kUnbounded, &own_run);
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (int32_t id : prompt) {
     if (id < 0 || (vocab_ > 0 && id >= vocab_)) {

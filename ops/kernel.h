@@ -48,11 +48,15 @@ struct KernelConfig {
 // OpContext::CheckCancel, so a hostile count or a user's Ctrl-C does not spin forever.
 struct RunControl {
   const std::atomic<bool>* cancel = nullptr;
+  const std::atomic<bool>* also_cancel = nullptr;  // a caller's flag (RunOptions::also_cancel)
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // Cancelled when the flag is set, DeadlineExceeded past the deadline, else OK (an atomic load
+  // Cancelled when a flag is set, DeadlineExceeded past the deadline, else OK (atomic loads
   // and, with a deadline, one clock read).
   absl::Status Check() const {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return absl::CancelledError("the run was cancelled");
+    if ((cancel != nullptr && cancel->load(std::memory_order_relaxed)) ||
+        (also_cancel != nullptr && also_cancel->load(std::memory_order_relaxed))) {
+      return absl::CancelledError("the run was cancelled");
+    }
     if (deadline != std::chrono::steady_clock::time_point::max() && std::chrono::steady_clock::now() >= deadline) {
       return absl::DeadlineExceededError("the run passed its deadline");
     }

@@ -4,6 +4,7 @@
 #include "oneinfer/batch_generator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -131,6 +132,59 @@ TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
     ASSERT_TRUE(alone.ok()) << alone.status();
     for (size_t o = 0; o < 2; ++o) EXPECT_TRUE(SameBits((*batch)[i][o], (*alone)[o])) << "set " << i << " output " << o;
   }
+}
+
+// RunOptions::last_row_outputs: the LM head computes the last position alone, with the bits of
+// the last row of the whole logits, in Run and in RunBatch (prompts of 7 and 3 tokens, a step).
+TEST_P(Batching, LastRowLogitsEqualTheLastRowOfTheWholeLogits) {
+  const Session& s = session();
+  Shape past;
+  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
+  past[1] = 1;
+  past[3] = 0;
+  auto feeds = [&](const std::vector<int32_t>& ids, const Tensor& cache) {
+    std::vector<int64_t> v(ids.begin(), ids.end());
+    return std::vector<Feed>{{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)},
+                             {"past_kv", cache}};
+  };
+  const Tensor empty = Tensor::Empty(DType::kFloat32, past);
+  auto warm = s.Run(feeds(Prompt(5, 2), empty), {"present_kv"});
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  const std::vector<std::vector<Feed>> sets = {feeds(Prompt(7, 1), empty), feeds({42}, (*warm)[0]), feeds(Prompt(3, 3), empty)};
+  RunOptions last;
+  last.last_row_outputs = {"logits"};
+  auto batch = s.RunBatch(sets, {"logits", "present_kv"}, last);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  for (size_t i = 0; i < sets.size(); ++i) {
+    auto whole = s.Run(sets[i], {"logits", "present_kv"});
+    auto narrowed = s.Run(sets[i], {"logits", "present_kv"}, last);
+    ASSERT_TRUE(whole.ok() && narrowed.ok()) << whole.status() << narrowed.status();
+    const Tensor& w = (*whole)[0];
+    const int64_t n = w.dim(1), vocab = w.dim(2);
+    const Tensor want = Tensor::FromVector(DType::kFloat32, {1, 1, vocab},
+                                           std::vector<float>(w.data<float>() + (n - 1) * vocab, w.data<float>() + n * vocab));
+    EXPECT_TRUE(SameBits((*narrowed)[0], want)) << "set " << i << ": " << ShapeToString((*narrowed)[0].shape());
+    EXPECT_TRUE(SameBits((*batch)[i][0], want)) << "set " << i << " in the batch";
+    EXPECT_TRUE(SameBits((*narrowed)[1], (*whole)[1])) << "set " << i << ": the cache is whole";
+    EXPECT_TRUE(SameBits((*batch)[i][1], (*whole)[1])) << "set " << i << ": the cache in the batch";
+  }
+  // An output whose producer is not row-wise comes whole; an unknown name is an error.
+  RunOptions cache_only;
+  cache_only.last_row_outputs = {"present_kv"};
+  auto kept = s.Run(sets[0], {"present_kv"}, cache_only);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ((*kept)[0].dim(3), 7);
+  RunOptions unknown;
+  unknown.last_row_outputs = {"no_such_output"};
+  auto bad = s.Run(sets[0], {"logits"}, unknown);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown output 'no_such_output'"), std::string::npos) << bad.status();
+  // A chained flag cancels like the run's own.
+  std::atomic<bool> caller{true};
+  RunOptions chained;
+  chained.also_cancel = &caller;
+  auto cancelled = s.Run(sets[0], {"logits"}, chained);
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
 }
 
 TEST_P(Batching, SequencesJoiningARunningBatchGetTheirLoneTokens) {

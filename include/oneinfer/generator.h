@@ -92,6 +92,10 @@ class ONEINFER_API Generator {
   // The last row of a pass's logits for n tokens, checked, as float32 (float16 widened into
   // *widened); InternalError when the graph returned another shape or type.
   absl::StatusOr<const float*> LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const;
+  // The RunOptions of a step: the caller's cancel flag and deadline, asking for the last row of
+  // the logits only (the LM head skips the prompt's other rows). A caller's options that chain a
+  // flag of their own (also_cancel) are used as they are.
+  static const RunOptions& StepRunOptions(const RunOptions& caller, RunOptions* own);
   // The cache of a sequence that holds no tokens yet, and the outputs the next cache comes from.
   std::vector<Tensor> EmptyCache() const;
   std::vector<std::string> CacheOutputs() const;

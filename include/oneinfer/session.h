@@ -75,6 +75,15 @@ struct RunOptions {
   std::atomic<bool> cancel{false};
   // The run stops with DeadlineExceeded at its first check past this time; the default is none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Outputs of which only the last row is wanted (generation needs the last position's logits
+  // only). Where such an output comes straight from a row-wise node (a MatMul, Gemm or quantised
+  // product against a constant weight: the LM head) whose input has size 1 in every dimension
+  // before the last two, that node computes the last row alone and the output has 1 in every
+  // dimension but the last ([1, 1, vocab] for [1, n, vocab]); otherwise the output comes whole.
+  // The last row has the same bits either way (row-wise kernels compute a row alike for any M).
+  std::vector<std::string> last_row_outputs;
+  // Another flag this run also stops on (a Generator's runs honour their caller's cancel).
+  const std::atomic<bool>* also_cancel = nullptr;
   // Sets the deadline `seconds` from now (a timeout).
   void SetTimeout(double seconds) {
     deadline = std::chrono::steady_clock::now() +
