@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "base/huge_pages.h"
 #include "base/checked_math.h"
 
 namespace oneinfer {
@@ -106,6 +107,14 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
     return t;
   }
   const size_t bytes = StorageBytes(dtype, n);
+  // A big tensor (a weight read from a file, a KV cache) gets huge pages, which are zero already.
+  if (bytes >= kHugePageBytes && HugeAllocEnabled()) {
+    if (void* p = HugeAlloc(bytes)) {
+      t.holder_ = std::shared_ptr<void>(p, [bytes](void* q) { HugeFree(q, bytes); });
+      t.data_ = p;
+      return t;
+    }
+  }
   // 64-byte alignment keeps SIMD kernels on their fast paths.
   void* p = ::operator new(bytes > 0 ? bytes : 1, std::align_val_t{64});
   std::memset(p, 0, bytes);

@@ -1,6 +1,5 @@
 #include "engine/allocator.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,12 +9,12 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "base/huge_pages.h"
 
 namespace oneinfer {
 
 namespace {
 constexpr size_t kAlign = 64;
-constexpr size_t kHugePage = size_t{2} << 20;
 // Freed blocks are kept for reuse up to this many bytes in all, or up to the bytes in use when
 // that is more: a batch of sequences frees and asks again for a cache block of tens of MB each
 // per step, which must come back from the pool, not as fresh zeroed pages. Peak RSS stays under
@@ -25,39 +24,19 @@ constexpr size_t kMaxCachedBytes = size_t{64} << 20;
 
 // Under AddressSanitizer every block comes from (and returns to) the instrumented heap, uncached,
 // so that an overrun or a use after release is reported instead of landing in a pooled block.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizedHeap = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitizedHeap = true;
-#else
-constexpr bool kSanitizedHeap = false;
-#endif
-#else
-constexpr bool kSanitizedHeap = false;
-#endif
+const bool kSanitizedHeap = !HugeAllocEnabled();
 
-size_t HugeSpan(size_t size_class) { return (size_class + kHugePage - 1) / kHugePage * kHugePage; }
-
-// Big blocks (KV caches, logits, attention scores) are their own 2 MB-aligned mappings with
-// transparent huge pages: fewer faults, and unmapping returns them to the system at once,
-// where a heap block could stay resident behind glibc's moving mmap threshold.
+// Big blocks (KV caches, logits, attention scores) are their own huge-page mappings
+// (base/huge_pages.h): fewer faults, and unmapping returns them to the system at once, where a
+// heap block could stay resident behind glibc's moving mmap threshold.
 void* SystemAlloc(size_t size_class) {
-  if (kSanitizedHeap || size_class < kHugePage) return std::aligned_alloc(kAlign, size_class);
-  const size_t bytes = HugeSpan(size_class), span = bytes + kHugePage;
-  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > start) munmap(raw, aligned - start);
-  if (start + span > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), start + span - aligned - bytes);
-  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-  return reinterpret_cast<void*>(aligned);
+  if (kSanitizedHeap || size_class < kHugePageBytes) return std::aligned_alloc(kAlign, size_class);
+  return HugeAlloc(size_class);
 }
 
 void SystemFree(void* p, size_t size_class) {
-  if (kSanitizedHeap || size_class < kHugePage) std::free(p);
-  else munmap(p, HugeSpan(size_class));
+  if (kSanitizedHeap || size_class < kHugePageBytes) std::free(p);
+  else HugeFree(p, size_class);
 }
 
 }  // namespace

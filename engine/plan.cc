@@ -97,9 +97,11 @@ class PlanInit : public KernelInit {
 class PlanContext : public OpContext {
  public:
   // release: the slots this run frees after the step (their last reader is this step).
+  // donated: one flag per slot (null = none), the run's donated inputs.
   PlanContext(const ExecutionPlan& plan, const ExecutionPlan::Step& step, std::vector<const Value*>& ptr,
-              std::vector<Value>& owned, const RunControl& run, const std::vector<int>& release)
-      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), run_(run), release_(release),
+              std::vector<Value>& owned, const RunControl& run, const std::vector<int>& release,
+              const std::vector<bool>* donated)
+      : plan_(plan), step_(step), ptr_(ptr), owned_(owned), run_(run), release_(release), donated_(donated),
         scratch_(step.outputs.size()) {}
 
   const Node& node() const override { return *step_.node; }
@@ -134,6 +136,13 @@ class PlanContext : public OpContext {
     if (!has_input(k) || !has_output(i)) return nullptr;
     const int s = step_.inputs[k];
     const auto slot = static_cast<size_t>(s);
+    if (DonatedToThisStep(slot, s)) {
+      const Value& v = *ptr_[slot];
+      if (!v.is_tensor() || v.tensor.dtype() != dtype || v.tensor.shape() != shape) return nullptr;
+      Value& out = OutputSlot(i);
+      out = v;
+      return &out.tensor;
+    }
     // A node output of this run (not a feed, constant or outer value), read by no later step.
     if (plan_.slots_[slot].kind != ExecutionPlan::SlotKind::kNodeOutput || ptr_[slot] != &owned_[slot]) return nullptr;
     if (std::find(release_.begin(), release_.end(), s) == release_.end()) return nullptr;
@@ -161,6 +170,15 @@ class PlanContext : public OpContext {
     }
     return nullptr;
   }
+  // A fed input the caller donated (RunRequest::donated), read by this step alone and only
+  // once, and not itself a graph output: its storage is this step's to overwrite.
+  bool DonatedToThisStep(size_t slot, int s) const {
+    if (donated_ == nullptr || slot >= donated_->size() || !(*donated_)[slot]) return false;
+    const auto& outs = plan_.output_slots_;
+    return plan_.slots_[slot].kind == ExecutionPlan::SlotKind::kInput && plan_.slots_[slot].readers == 1 &&
+           ptr_[slot] != nullptr && ptr_[slot] != &plan_.slots_[slot].constant &&
+           std::find(outs.begin(), outs.end(), s) == outs.end();
+  }
   bool produced(size_t i) const {
     return !has_output(i) || ptr_[static_cast<size_t>(step_.outputs[i])] == &owned_[static_cast<size_t>(step_.outputs[i])];
   }
@@ -172,6 +190,7 @@ class PlanContext : public OpContext {
   std::vector<Value>& owned_;
   const RunControl& run_;
   const std::vector<int>& release_;
+  const std::vector<bool>* donated_;
   std::vector<Value> scratch_;
 };
 
@@ -282,6 +301,11 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::shared_
     plan->output_slots_.push_back(*s);
   }
 
+  for (const Step& step : plan->steps_) {
+    for (int s : step.inputs) if (s >= 0) ++plan->slots_[static_cast<size_t>(s)].readers;
+    for (int s : step.implicit_inputs) ++plan->slots_[static_cast<size_t>(s)].readers;
+  }
+
   // Phase 3: release each node output after its last reader.
   std::vector<size_t> all(plan->steps_.size());
   std::iota(all.begin(), all.end(), size_t{0});
@@ -366,7 +390,8 @@ absl::Status ExecutionPlan::BindSlots(const std::vector<const Value*>& inputs, c
 }
 
 absl::Status ExecutionPlan::RunStep(const Step& step, std::vector<const Value*>& ptr, std::vector<Value>& owned,
-                                    const RunControl& run, const std::vector<int>& release) const {
+                                    const RunControl& run, const std::vector<int>& release,
+                                    const std::vector<bool>* donated) const {
   const Node& n = *step.node;
   if (!step.accepts_non_tensors) {
     for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -379,7 +404,7 @@ absl::Status ExecutionPlan::RunStep(const Step& step, std::vector<const Value*>&
       }
     }
   }
-  PlanContext ctx(*this, step, ptr, owned, run, release);
+  PlanContext ctx(*this, step, ptr, owned, run, release, donated);
   absl::Status s;
   try {
     s = step.kernel->Compute(ctx);
@@ -429,17 +454,16 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Collect(const std::vector<cons
 
 absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<const Value*>& inputs,
                                                           const OuterLookup& outer, const RunControl& run,
-                                                          const std::vector<bool>& wanted,
-                                                          const std::vector<bool>& last_row) const {
-  auto results = RunLockstep({inputs}, outer, run, wanted, last_row, nullptr);
+                                                          const RunRequest& request) const {
+  auto results = RunLockstep({inputs}, outer, run, request, nullptr);
   if (!results.ok()) return results.status();
   return std::move(results->front());
 }
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
-    const std::vector<std::vector<const Value*>>& inputs, const RunControl& run, const std::vector<bool>& wanted,
-    const std::vector<bool>& last_row, int* stacked_steps) const {
-  return RunLockstep(inputs, nullptr, run, wanted, last_row, stacked_steps);
+    const std::vector<std::vector<const Value*>>& inputs, const RunControl& run, const RunRequest& request,
+    int* stacked_steps) const {
+  return RunLockstep(inputs, nullptr, run, request, stacked_steps);
 }
 
 void ExecutionPlan::NarrowToLastRow(const Step& step, std::vector<std::vector<const Value*>>& ptr,
@@ -466,11 +490,23 @@ void ExecutionPlan::NarrowToLastRow(const Step& step, std::vector<std::vector<co
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     const std::vector<std::vector<const Value*>>& inputs, const OuterLookup& outer, const RunControl& run,
-    const std::vector<bool>& wanted, const std::vector<bool>& last_row, int* stacked_steps) const {
+    const RunRequest& request, int* stacked_steps) const {
+  const std::vector<bool>& wanted = request.wanted;
+  const std::vector<bool>& last_row = request.last_row;
   if ((!wanted.empty() && wanted.size() != output_slots_.size()) || (!last_row.empty() && last_row.size() != output_slots_.size())) {
     return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " and ", last_row.size(), " output flags for ",
                                             output_slots_.size(), " outputs"));
   }
+  // The donated inputs as one flag per slot.
+  std::vector<bool> donated;
+  for (size_t i = 0; i < request.donated.size(); ++i) {
+    if (!request.donated[i]) continue;
+    if (donated.empty()) donated.assign(slots_.size(), false);
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      if (slots_[s].kind == SlotKind::kInput && slots_[s].input_index == static_cast<int>(i)) donated[s] = true;
+    }
+  }
+  const std::vector<bool>* donated_slots = donated.empty() ? nullptr : &donated;
   // The steps producing a last-row output (RunOptions::last_row_outputs).
   std::vector<bool> narrow(steps_.size(), false);
   for (size_t i = 0; i < last_row.size(); ++i) {
@@ -522,7 +558,7 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
       ran = *stacked;
     }
     for (size_t b = 0; b < members && !ran; ++b) {
-      if (absl::Status s = RunStep(step, ptr[b], owned[b], run, release); !s.ok()) return s;
+      if (absl::Status s = RunStep(step, ptr[b], owned[b], run, release, donated_slots); !s.ok()) return s;
     }
     // A narrowed input that outlives the step points at the whole value again.
     for (size_t b = 0; b < whole.size(); ++b) {

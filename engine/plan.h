@@ -36,17 +36,25 @@ class ExecutionPlan : public SubgraphRunner {
                                                               const Resources& resources,
                                                               const std::set<std::string>& outer_names);
 
+  // What a run asks beyond its inputs; empty vectors = every output, whole, nothing donated.
+  struct RunRequest {
+    // One flag per graph output: only the nodes the wanted outputs depend on run, and an output
+    // not wanted comes back as an empty Value.
+    std::vector<bool> wanted;
+    // One flag per graph output: a flagged output's producer, when it is row-wise
+    // (OpKernel::RowwiseInput) and its row input has size 1 before its last two dimensions, runs
+    // on that input's last row alone (RunOptions::last_row_outputs).
+    std::vector<bool> last_row;
+    // One flag per graph input: the caller hands its storage over, and the one node reading it
+    // may update it in place and return it as an output (RunOptions::donated_inputs).
+    std::vector<bool> donated;
+  };
+
   // inputs[i] is the value of graph input i, or nullptr to use its initializer. `run` is checked
-  // before each node (Cancelled / DeadlineExceeded) and handed to the kernels. `wanted` (one flag
-  // per graph output; empty = all) limits the run to the nodes those outputs depend on; an output
-  // not wanted comes back as an empty Value. `last_row` (one flag per graph output; empty =
-  // none): a flagged output's producer, when it is row-wise (OpKernel::RowwiseInput) and its row
-  // input has size 1 before its last two dimensions, runs on that input's last row alone
-  // (RunOptions::last_row_outputs).
+  // before each node (Cancelled / DeadlineExceeded) and handed to the kernels.
   absl::StatusOr<std::vector<Value>> Execute(const std::vector<const Value*>& inputs,
                                              const OuterLookup& outer, const RunControl& run = {},
-                                             const std::vector<bool>& wanted = {},
-                                             const std::vector<bool>& last_row = {}) const;
+                                             const RunRequest& request = {}) const;
 
   // Runs several independent input sets (top-level graphs only) in lockstep: each step for every
   // set before the next step. A step whose kernel is row-wise (OpKernel::RowwiseInput) runs once
@@ -55,8 +63,7 @@ class ExecutionPlan : public SubgraphRunner {
   // stacked_steps (optional): how many steps ran once over the stacked rows.
   absl::StatusOr<std::vector<std::vector<Value>>> ExecuteBatch(const std::vector<std::vector<const Value*>>& inputs,
                                                                const RunControl& run = {},
-                                                               const std::vector<bool>& wanted = {},
-                                                               const std::vector<bool>& last_row = {},
+                                                               const RunRequest& request = {},
                                                                int* stacked_steps = nullptr) const;
 
   // SubgraphRunner
@@ -90,6 +97,7 @@ class ExecutionPlan : public SubgraphRunner {
     int input_index = -1;     // kInput
     Value constant;           // kConstant (and the default of an overridable input)
     bool has_constant = false;
+    int readers = 0;          // input and implicit-input uses by the steps
   };
 
   // The steps a run makes, in order, and the slots released after each (index into steps).
@@ -103,14 +111,15 @@ class ExecutionPlan : public SubgraphRunner {
   absl::Status BindSlots(const std::vector<const Value*>& inputs, const OuterLookup& outer,
                          std::vector<const Value*>& ptr) const;
   // Runs one step of one run, then releases `release`.
+  // donated (optional): one flag per slot, the run's donated inputs (RunRequest::donated).
   absl::Status RunStep(const Step& step, std::vector<const Value*>& ptr, std::vector<Value>& owned,
-                       const RunControl& run, const std::vector<int>& release) const;
+                       const RunControl& run, const std::vector<int>& release,
+                       const std::vector<bool>* donated = nullptr) const;
   static void Release(const std::vector<int>& release, std::vector<const Value*>& ptr, std::vector<Value>& owned);
   // Execute and ExecuteBatch: one run per input set, each step for every set before the next.
   absl::StatusOr<std::vector<std::vector<Value>>> RunLockstep(const std::vector<std::vector<const Value*>>& inputs,
                                                               const OuterLookup& outer, const RunControl& run,
-                                                              const std::vector<bool>& wanted,
-                                                              const std::vector<bool>& last_row, int* stacked_steps) const;
+                                                              const RunRequest& request, int* stacked_steps) const;
   // For a row-wise step: points each member's row input at a view of its last row, where its
   // shape allows (size 1 before the last two dimensions); `views` keeps the views alive.
   void NarrowToLastRow(const Step& step, std::vector<std::vector<const Value*>>& ptr, std::vector<Value>& views) const;

@@ -16,6 +16,23 @@ namespace oneinfer {
 
 namespace {
 
+// True when every use of `name` is GroupQueryAttention's past_key or past_value (at least one,
+// none from a subgraph, not a graph output): nothing else sees its length, so it may carry spare
+// rows (IOInfo::kv_share_buffer).
+bool ReadOnlyAsGqaPast(const Graph& g, const std::string& name) {
+  int uses = 0;
+  for (const Node& n : g.nodes) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] != name) continue;
+      if (n.domain != "com.microsoft" || n.op_type != "GroupQueryAttention" || (i != 3 && i != 4)) return false;
+      ++uses;
+    }
+    for (const std::string& implicit : n.implicit_inputs) if (implicit == name) return false;
+  }
+  for (const ValueInfo& out : g.outputs) if (out.name == name) return false;
+  return uses > 0;
+}
+
 IOInfo MakeIOInfo(const ValueInfo& v, bool has_default) {
   IOInfo info;
   info.name = v.name;
@@ -172,6 +189,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
   for (const ValueInfo& v : g.inputs) {
     if (g.IsInitializer(v.name)) continue;  // overridable defaults are not part of the interface
     s->inputs_.push_back(MakeIOInfo(v, false));
+    s->inputs_.back().kv_share_buffer = ReadOnlyAsGqaPast(g, v.name);
   }
   for (const ValueInfo& v : g.outputs) s->outputs_.push_back(MakeIOInfo(v, false));
 
@@ -278,10 +296,10 @@ absl::StatusOr<std::vector<Value>> SessionImpl::RunValues(
     const std::vector<bool>& wanted) const {
   auto by_index = BindFeeds(feeds);
   if (!by_index.ok()) return by_index.status();
-  auto last_row = LastRowFlags(run);
-  if (!last_row.ok()) return last_row.status();
+  auto request = Request(run, wanted);
+  if (!request.ok()) return request.status();
   const RunControl control = ControlOf(run);
-  auto results = GuardExceptions([&] { return plan_->Execute(*by_index, nullptr, control, wanted, *last_row); });
+  auto results = GuardExceptions([&] { return plan_->Execute(*by_index, nullptr, control, *request); });
   for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);  // does nothing unless mapped
   return results;
 }
@@ -296,17 +314,27 @@ absl::StatusOr<std::vector<std::pair<std::string, Value>>> SessionImpl::FeedValu
   return values;
 }
 
-absl::StatusOr<std::vector<bool>> SessionImpl::LastRowFlags(const RunOptions* run) const {
-  std::vector<bool> flags;
-  if (run == nullptr || run->last_row_outputs.empty()) return flags;
-  flags.assign(outputs_.size(), false);
+absl::StatusOr<ExecutionPlan::RunRequest> SessionImpl::Request(const RunOptions* run, const std::vector<bool>& wanted) const {
+  ExecutionPlan::RunRequest request;
+  request.wanted = wanted;
+  if (run == nullptr) return request;
+  if (!run->last_row_outputs.empty()) request.last_row.assign(outputs_.size(), false);
   for (const std::string& name : run->last_row_outputs) {
     size_t i = 0;
     while (i < outputs_.size() && outputs_[i].name != name) ++i;
     if (i == outputs_.size()) return absl::InvalidArgumentError(absl::StrCat("last_row_outputs: unknown output '", name, "'"));
-    flags[i] = true;
+    request.last_row[i] = true;
   }
-  return flags;
+  // Donated flags are per graph input (the plan's input index), initializer-backed ones included.
+  const std::vector<ValueInfo>& graph_inputs = graph_->inputs;
+  if (!run->donated_inputs.empty()) request.donated.assign(graph_inputs.size(), false);
+  for (const std::string& name : run->donated_inputs) {
+    size_t i = 0;
+    while (i < graph_inputs.size() && graph_inputs[i].name != name) ++i;
+    if (i == graph_inputs.size()) return absl::InvalidArgumentError(absl::StrCat("donated_inputs: unknown input '", name, "'"));
+    request.donated[i] = true;
+  }
+  return request;
 }
 
 absl::Status SessionImpl::PickOutputs(const std::vector<std::string>& output_names, std::vector<size_t>* picked,
@@ -369,10 +397,10 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> SessionImpl::RunBatch(const std
     if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("feed set ", i, ": ", b.status().message()));
     bound.push_back(std::move(*b));
   }
-  auto last_row = LastRowFlags(run);
-  if (!last_row.ok()) return last_row.status();
+  auto request = Request(run, wanted);
+  if (!request.ok()) return request.status();
   const RunControl control = ControlOf(run);
-  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, wanted, *last_row, stacked_steps); });
+  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, *request, stacked_steps); });
   for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);
   if (!results.ok()) return results.status();
   std::vector<std::vector<Tensor>> out;

@@ -58,9 +58,9 @@ class SessionImpl {
   absl::Status PickOutputs(const std::vector<std::string>& output_names, std::vector<size_t>* picked,
                            std::vector<bool>* wanted) const;
   absl::StatusOr<std::vector<Tensor>> Picked(const std::vector<Value>& results, const std::vector<size_t>& picked) const;
-  // RunOptions::last_row_outputs as one flag per graph output (empty when none); an unknown
-  // name is an InvalidArgument error.
-  absl::StatusOr<std::vector<bool>> LastRowFlags(const RunOptions* run) const;
+  // What the plan is asked: the wanted outputs, and RunOptions::last_row_outputs and
+  // donated_inputs as flags (empty when none); an unknown name is an InvalidArgument error.
+  absl::StatusOr<ExecutionPlan::RunRequest> Request(const RunOptions* run, const std::vector<bool>& wanted) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Graph> graph_;

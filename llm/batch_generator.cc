@@ -86,7 +86,7 @@ void BatchGenerator::Cancel(int64_t id) {
 absl::StatusOr<std::vector<SequenceEvent>> BatchGenerator::Step(const RunOptions* run) {
   static const RunOptions kUnbounded;
   RunOptions own_run;
-  const RunOptions& control = Generator::StepRunOptions(run != nullptr ? *run : kUnbounded, &own_run);
+  const RunOptions& control = gen_->StepRunOptions(run != nullptr ? *run : kUnbounded, &own_run);
   std::vector<SequenceEvent> events;
   last_ = StepStats{};
   // Cancelled sequences leave first: their slots are free before anything runs.
@@ -108,6 +108,7 @@ absl::StatusOr<std::vector<SequenceEvent>> BatchGenerator::Step(const RunOptions
   for (auto& s : seqs_) {
     if (!s->chunked || s->tokens.size() - s->fed <= 1) continue;
     const size_t take = std::min(chunk, s->tokens.size() - s->fed - 1);
+    gen_->ReserveCache(s->cache, s->fed, s->fed + take);
     chunk_feeds.push_back(gen_->Feeds(s->tokens, s->fed, take, s->cache));
     chunking.push_back(s.get());
     last_.rows += static_cast<int64_t>(take);
@@ -132,6 +133,7 @@ absl::StatusOr<std::vector<SequenceEvent>> BatchGenerator::Step(const RunOptions
     if (s->chunked && s->tokens.size() - s->fed > 1) continue;
     if (std::find(chunking.begin(), chunking.end(), s.get()) != chunking.end()) continue;
     const size_t first = gen_->cached() ? s->fed : 0;
+    if (gen_->cached()) gen_->ReserveCache(s->cache, s->fed, s->tokens.size());
     feeds.push_back(gen_->Feeds(s->tokens, first, s->tokens.size() - first, s->cache));
     members.push_back(s.get());
     last_.rows += static_cast<int64_t>(s->tokens.size() - first);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <map>
 #include <random>
@@ -250,6 +251,11 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Session& sess
     }
   }
   if (!layers.empty()) g->layout_ = CacheLayout::kPerLayer;
+  g->share_buffer_ = !layers.empty();
+  for (const CacheSlot& c : g->cache_) {
+    const IOInfo* in = Find(session.inputs(), c.input);
+    g->share_buffer_ = g->share_buffer_ && c.dtype == DType::kFloat32 && in != nullptr && in->kv_share_buffer;
+  }
   if (g->layout_ != CacheLayout::kPerLayer && g->has_cache_branch_) {
     return absl::InvalidArgumentError("input 'use_cache_branch' without per-layer past_key_values inputs");
   }
@@ -279,12 +285,45 @@ std::vector<Feed> Generator::Feeds(const std::vector<int64_t>& sequence, size_t 
   return feeds;
 }
 
-const RunOptions& Generator::StepRunOptions(const RunOptions& caller, RunOptions* own) {
+const RunOptions& Generator::StepRunOptions(const RunOptions& caller, RunOptions* own) const {
   if (caller.also_cancel != nullptr) return caller;
   own->deadline = caller.deadline;
   own->also_cancel = &caller.cancel;
   own->last_row_outputs = {"logits"};
+  if (share_buffer_) {
+    for (const CacheSlot& c : cache_) own->donated_inputs.push_back(c.input);
+  }
   return *own;
+}
+
+void Generator::ReserveCache(std::vector<Tensor>& cache, size_t held, size_t needed) const {
+  if (!share_buffer_ || cache.empty()) return;
+  const int64_t rows = cache[0].dim(2), want = static_cast<int64_t>(needed);
+  if (rows >= want) return;
+  int64_t cap = (std::max(want, 2 * rows) + 63) / 64 * 64;
+  if (max_positions_ > 0) cap = std::max(want, std::min(cap, max_positions_));
+  // One block for every layer's key and value (huge pages, zero until written: a block per
+  // 256 KB tensor cost ~1 ms of page faults each here), each tensor a view of its part.
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const Tensor& c : cache) {
+    offsets.push_back(total);
+    total += static_cast<size_t>(c.dim(0) * c.dim(1) * cap * c.dim(3)) * DTypeSize(c.dtype());
+    total = (total + 63) / 64 * 64;
+  }
+  Tensor block = Tensor::Empty(DType::kUInt8, {static_cast<int64_t>(total)});
+  for (size_t i = 0; i < cache.size(); ++i) {
+    Tensor& c = cache[i];
+    char* dst = static_cast<char*>(block.raw_data()) + offsets[i];
+    const size_t row_bytes = static_cast<size_t>(c.dim(3)) * DTypeSize(c.dtype());
+    const int64_t old_rows = c.dim(2);
+    const size_t keep = std::min(held, static_cast<size_t>(old_rows)) * row_bytes;
+    for (int64_t u = 0; u < c.dim(0) * c.dim(1); ++u) {  // one (batch, kv head) block at a time
+      std::memcpy(dst + static_cast<size_t>(u * cap) * row_bytes,
+                  static_cast<const char*>(c.raw_data()) + static_cast<size_t>(u * old_rows) * row_bytes, keep);
+    }
+    c = Tensor::Wrap(c.dtype(), {c.dim(0), c.dim(1), cap, c.dim(3)}, block.holder(), dst);
+  }
 }
 
 absl::StatusOr<const float*> Generator::LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const {
@@ -354,6 +393,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
     while (chunked && sequence.size() - fed > 1) {
       const size_t take = std::min(chunk, sequence.size() - fed - 1);
       const auto t0 = std::chrono::steady_clock::now();
+      ReserveCache(cache, fed, fed + take);
       auto outs = session_.Run(Feeds(sequence, fed, take, cache), cache_outputs, run);
       if (!outs.ok()) return outs.status();
       result.prefill_ms += MsSince(t0);
@@ -364,6 +404,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
     const size_t first = has_cache ? fed : 0;
     const int64_t n = static_cast<int64_t>(sequence.size() - first);
     const auto t0 = std::chrono::steady_clock::now();
+    if (has_cache) ReserveCache(cache, fed, sequence.size());
     auto outs = session_.Run(Feeds(sequence, first, static_cast<size_t>(n), cache), step_outputs, run);
     if (!outs.ok()) return outs.status();
     const double ms = MsSince(t0);

@@ -241,8 +241,23 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
 
   Tensor& out = ctx.AllocateOutputUninitialized(0, q.dtype(), {B, S, H * D});
   const Shape present_shape = {B, KVH, L, D};
-  Tensor* present_k = ctx.num_outputs() > 1 && ctx.has_output(1) ? &ctx.AllocateOutputUninitialized(1, q.dtype(), present_shape) : nullptr;
-  Tensor* present_v = ctx.num_outputs() > 2 && ctx.has_output(2) ? &ctx.AllocateOutputUninitialized(2, q.dtype(), present_shape) : nullptr;
+  // A donated float32 past with room for the new rows (ONNX Runtime's past_present_share_buffer
+  // form, L == P) is appended to in place and becomes the present: no copy of the cache. Its rows
+  // past the valid ones are left as they are (the copy below zero-fills them; no query reads them).
+  auto present = [&](size_t out, size_t past, bool* in_place) -> Tensor* {
+    *in_place = false;
+    if (ctx.num_outputs() <= out || !ctx.has_output(out)) return nullptr;
+    if (!f16 && g.P == L) {
+      if (Tensor* t = ctx.ReuseInputAsOutput(past, out, q.dtype(), present_shape)) {
+        *in_place = true;
+        return t;
+      }
+    }
+    return &ctx.AllocateOutputUninitialized(out, q.dtype(), present_shape);
+  };
+  bool k_in_place = false, v_in_place = false;
+  Tensor* present_k = present(1, kPastKey, &k_in_place);
+  Tensor* present_v = present(2, kPastValue, &v_in_place);
   // Keys and values the scores read, as float32: the present outputs themselves when float32,
   // else scratch that is rounded into them once.
   Tensor k_scratch, v_scratch;
@@ -279,10 +294,8 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
       const int64_t b = u / KVH, kh = u % KVH, keep = g.past_rows[b];
       float* kd = kc + u * L * D;
       float* vd = vc + u * L * D;
-      if (keep > 0) {
-        LoadFloats(*pk, u * g.P * D, keep * D, kd);
-        LoadFloats(*pv, u * g.P * D, keep * D, vd);
-      }
+      if (keep > 0 && !k_in_place) LoadFloats(*pk, u * g.P * D, keep * D, kd);
+      if (keep > 0 && !v_in_place) LoadFloats(*pv, u * g.P * D, keep * D, vd);
       for (int64_t s = 0; s < S; ++s) {
         float* kr = kd + (keep + s) * D;
         float* vr = vd + (keep + s) * D;
@@ -297,8 +310,8 @@ absl::Status GroupQueryAttentionKernel::Compute(OpContext& ctx) const {
         rotate(kr, b, s);
       }
       const int64_t used = (keep + S) * D;
-      std::fill(kd + used, kd + L * D, 0.f);
-      std::fill(vd + used, vd + L * D, 0.f);
+      if (!k_in_place) std::fill(kd + used, kd + L * D, 0.f);
+      if (!v_in_place) std::fill(vd + used, vd + L * D, 0.f);
     }
   });
   if (f16) {

@@ -135,9 +135,11 @@ class OpContext {
   // Same, without the zero fill, for kernels that write every element (hot paths).
   virtual Tensor& AllocateOutputUninitialized(size_t i, DType dtype, const Shape& shape) = 0;
   // Input k's own storage as output i, for a kernel whose output element j depends on element j
-  // of input k alone (elementwise ops, a softmax row): given when input k is an intermediate that
-  // no later node reads and no other tensor shares, and has this dtype and shape. The kernel then
-  // writes its result over the input. nullptr otherwise: allocate as usual.
+  // of input k alone (elementwise ops, a softmax row) or that updates input k (an attention that
+  // appends to its cache): given when input k is an intermediate that no later node reads and no
+  // other tensor shares, or a fed input the run donated (RunOptions::donated_inputs) that this
+  // node alone reads, and has this dtype and shape. The kernel then writes its result over the
+  // input. nullptr otherwise: allocate as usual.
   virtual Tensor* ReuseInputAsOutput(size_t k, size_t i, DType dtype, const Shape& shape) {
     (void)k, (void)i, (void)dtype, (void)shape;
     return nullptr;

@@ -791,6 +791,74 @@ TEST(ContribGqa, Float16IsTheFloat32ComputationRounded) {
   }
 }
 
+// A donated float32 past with spare rows (ONNX Runtime's past_present_share_buffer form) is
+// appended to in place: the present outputs are the past's own storage, holding the bits the
+// copying path gives in every valid row (the rows after are left as they were), and the attention
+// output is the same bits. Undonated, the present is a new tensor.
+TEST(ContribGqa, DonatedShareBufferPastIsAppendedInPlace) {
+  std::vector<std::pair<std::string, GqaCase>> cases;
+  { GqaCase c; c.B = 2; c.S = 1; c.P = 10; c.total = 6; c.seqlens = {5, 3}; c.rotary = 2; cases.emplace_back("decode, batch 2 ragged", c); }
+  { GqaCase c; c.S = 3; c.P = 12; c.total = 7; c.rotary = 1; cases.emplace_back("continued prompt", c); }
+  { GqaCase c; c.S = 4; c.H = 2; c.KVH = 1; c.P = 12; c.total = 4; c.seqlens = {3}; cases.emplace_back("first prompt", c); }
+  for (auto& [name, c] : cases) {
+    SCOPED_TRACE(name);
+    c.Make();
+    auto copied = c.Run(2);
+    ASSERT_TRUE(copied.ok()) << copied.status();
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    for (const auto& [slot, x] : c.Slots()) if (x.defined()) feeds.emplace_back(slot, x);
+    auto s = LoadNode(c.MakeNode(), {}, feeds, {DType::kFloat32, DType::kFloat32, DType::kFloat32}, 2);
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const IOInfo& in : (*s)->inputs()) {
+      EXPECT_EQ(in.kv_share_buffer, in.name == "past_key" || in.name == "past_value") << in.name;
+    }
+    // The run gets its own copies of the pasts to overwrite.
+    const Tensor pk = c.pk.Clone(), pv = c.pv.Clone();
+    for (auto& [slot, x] : feeds) {
+      if (slot == "past_key") x = pk;
+      if (slot == "past_value") x = pv;
+    }
+    RunOptions donate;
+    donate.donated_inputs = {"past_key", "past_value"};
+    auto in_place = (*s)->Run(feeds, {}, &donate);
+    ASSERT_TRUE(in_place.ok()) << in_place.status();
+    EXPECT_EQ((*in_place)[1].raw_data(), pk.raw_data());
+    EXPECT_EQ((*in_place)[2].raw_data(), pv.raw_data());
+    ExpectTensorEq((*in_place)[0], (*copied)[0]);
+    const int64_t L = c.P, D = c.D;
+    for (int o : {1, 2}) {
+      const Tensor& original = o == 1 ? c.pk : c.pv;
+      for (int64_t u = 0; u < c.B * c.KVH; ++u) {
+        const int64_t valid = c.seqlens[static_cast<size_t>(u / c.KVH)] + 1;
+        for (int64_t r = 0; r < L; ++r) {
+          const float* got = (*in_place)[o].data<float>() + (u * L + r) * D;
+          const float* want = (r < valid ? (*copied)[o] : original).data<float>() + (u * L + r) * D;
+          ASSERT_EQ(std::memcmp(got, want, static_cast<size_t>(D) * sizeof(float)), 0)
+              << "output " << o << ", block " << u << ", row " << r << (r < valid ? " (valid)" : " (spare)");
+        }
+      }
+    }
+    // Not donated: the same run copies, and the fed pasts are untouched.
+    auto fresh = (*s)->Run(feeds, {}, nullptr);
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    EXPECT_NE((*fresh)[1].raw_data(), pk.raw_data());
+  }
+  // An unknown donated name is an error naming it.
+  GqaCase c;
+  c.S = 1;
+  c.P = 4;
+  c.Make();
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (const auto& [slot, x] : c.Slots()) if (x.defined()) feeds.emplace_back(slot, x);
+  auto s = LoadNode(c.MakeNode(), {}, feeds, {DType::kFloat32, DType::kFloat32, DType::kFloat32}, 1);
+  ASSERT_TRUE(s.ok()) << s.status();
+  RunOptions bad;
+  bad.donated_inputs = {"past_keys"};
+  auto r = (*s)->Run(feeds, {}, &bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("donated_inputs: unknown input 'past_keys'"));
+}
+
 absl::Status LoadStatus(const std::vector<Attribute>& attrs, const std::vector<TypeInfo>& ins) {
   OneNode n{"GroupQueryAttention", 1, kMs, attrs, 3};
   return n.Load(ins).status();

@@ -9,8 +9,10 @@
 //   past_key_values.{l}.key / .value [1, KVH, P, D] in, present.{l}.key / .value out, float32 or
 //   float16, with attention_mask [1, P+S] (all ones: one unpadded sequence), position_ids [1, S]
 //   (P .. P+S-1) when the graph has it, and use_cache_branch (optimum's merged decoders) true once
-//   the cache holds tokens. genai files made for a shared past/present buffer run in the grown
-//   form: their attention computes the same values either way.
+//   the cache holds tokens. A float32 cache that only GroupQueryAttention reads
+//   (IOInfo::kv_share_buffer: onnxruntime-genai's files) is kept with spare rows, doubled when
+//   full, and donated to each step (RunOptions::donated_inputs), so the attention appends the
+//   step's keys and values in place, as ONNX Runtime's past_present_share_buffer does.
 // With a cache the prompt runs as a prefill (in chunks when long) and each new token as one step.
 #pragma once
 
@@ -93,9 +95,14 @@ class ONEINFER_API Generator {
   // *widened); InternalError when the graph returned another shape or type.
   absl::StatusOr<const float*> LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const;
   // The RunOptions of a step: the caller's cancel flag and deadline, asking for the last row of
-  // the logits only (the LM head skips the prompt's other rows). A caller's options that chain a
-  // flag of their own (also_cancel) are used as they are.
-  static const RunOptions& StepRunOptions(const RunOptions& caller, RunOptions* own);
+  // the logits only (the LM head skips the prompt's other rows) and donating a share-buffer cache.
+  // A caller's options that chain a flag of their own (also_cancel) are used as they are.
+  const RunOptions& StepRunOptions(const RunOptions& caller, RunOptions* own) const;
+  // A share-buffer cache (share_buffer_) holding `held` tokens gets room for `needed`: caches
+  // with fewer rows are replaced by ones of max(needed, twice their rows) (rounded up to 64, at
+  // most the model's positions), all in one block, with their first `held` rows copied. Other
+  // layouts' caches are left as they are.
+  void ReserveCache(std::vector<Tensor>& cache, size_t held, size_t needed) const;
   // The cache of a sequence that holds no tokens yet, and the outputs the next cache comes from.
   std::vector<Tensor> EmptyCache() const;
   std::vector<std::string> CacheOutputs() const;
@@ -108,6 +115,7 @@ class ONEINFER_API Generator {
   DType mask_dtype_ = DType::kUndefined;      // kUndefined: the graph has no attention_mask
   DType position_dtype_ = DType::kUndefined;  // kUndefined: no position_ids
   bool has_cache_branch_ = false;             // optimum's use_cache_branch
+  bool share_buffer_ = false;                 // every cache input is IOInfo::kv_share_buffer, float32
   int64_t vocab_ = 0;
   int64_t max_positions_ = 0;
 };

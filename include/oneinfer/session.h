@@ -84,6 +84,11 @@ struct RunOptions {
   std::vector<std::string> last_row_outputs;
   // Another flag this run also stops on (a Generator's runs honour their caller's cancel).
   const std::atomic<bool>* also_cancel = nullptr;
+  // Inputs whose storage the caller hands over: the one node reading such an input may update it
+  // in place and return it as an output (GroupQueryAttention appends a step's keys and values to
+  // a KV cache with spare rows, IOInfo::kv_share_buffer, instead of copying it). The caller must
+  // not read a donated tensor after the run except through the outputs.
+  std::vector<std::string> donated_inputs;
   // Sets the deadline `seconds` from now (a timeout).
   void SetTimeout(double seconds) {
     deadline = std::chrono::steady_clock::now() +
@@ -102,6 +107,11 @@ struct IOInfo {
   std::vector<int64_t> shape;
   std::vector<std::string> dim_params;
   bool has_default = false;  // an input with an initializer behind it may be omitted
+  // A KV cache input read only as GroupQueryAttention's past_key / past_value (onnxruntime-genai's
+  // layout): it may hold more rows than tokens (ONNX Runtime's past_present_share_buffer form;
+  // attention_mask says how many are valid), and donated (RunOptions::donated_inputs) it is
+  // appended to in place.
+  bool kv_share_buffer = false;
 };
 
 using Feed = std::pair<std::string, Tensor>;

@@ -1,0 +1,22 @@
+// Large anonymous blocks on transparent huge pages: 2 MB-aligned private mappings advised
+// MADV_HUGEPAGE, so touching one costs a fault per 2 MB instead of per 4 KB (page faults are the
+// dearest part of a fresh KV cache or activation block on a VM), and unmapping returns the
+// memory to the system at once. The pages read as zero until written.
+#pragma once
+
+#include <cstddef>
+
+namespace oneinfer {
+
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// True where HugeAlloc is used at all: not under AddressSanitizer, whose instrumented heap must
+// see every block to report overruns and uses after free.
+bool HugeAllocEnabled();
+// A zeroed block of at least `bytes` (rounded up to 2 MB), 2 MB-aligned; nullptr when the system
+// refuses it.
+void* HugeAlloc(size_t bytes);
+// Returns a block HugeAlloc gave for the same `bytes`.
+void HugeFree(void* p, size_t bytes);
+
+}  // namespace oneinfer
