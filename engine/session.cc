@@ -314,26 +314,37 @@ absl::StatusOr<std::vector<std::pair<std::string, Value>>> SessionImpl::FeedValu
   return values;
 }
 
+namespace {
+
+// One flag per entry of `infos` (IOInfo or ValueInfo), set for each of `names` (none: empty); an
+// unknown name is an InvalidArgument naming `what`.
+template <typename Info>
+absl::StatusOr<std::vector<bool>> FlagsByName(const std::vector<Info>& infos, const std::vector<std::string>& names,
+                                              const char* what) {
+  std::vector<bool> flags;
+  if (!names.empty()) flags.assign(infos.size(), false);
+  for (const std::string& name : names) {
+    size_t i = 0;
+    while (i < infos.size() && infos[i].name != name) ++i;
+    if (i == infos.size()) return absl::InvalidArgumentError(absl::StrCat(what, " '", name, "'"));
+    flags[i] = true;
+  }
+  return flags;
+}
+
+}  // namespace
+
 absl::StatusOr<ExecutionPlan::RunRequest> SessionImpl::Request(const RunOptions* run, const std::vector<bool>& wanted) const {
   ExecutionPlan::RunRequest request;
   request.wanted = wanted;
   if (run == nullptr) return request;
-  if (!run->last_row_outputs.empty()) request.last_row.assign(outputs_.size(), false);
-  for (const std::string& name : run->last_row_outputs) {
-    size_t i = 0;
-    while (i < outputs_.size() && outputs_[i].name != name) ++i;
-    if (i == outputs_.size()) return absl::InvalidArgumentError(absl::StrCat("last_row_outputs: unknown output '", name, "'"));
-    request.last_row[i] = true;
-  }
+  auto last_row = FlagsByName(outputs_, run->last_row_outputs, "last_row_outputs: unknown output");
+  if (!last_row.ok()) return last_row.status();
+  request.last_row = std::move(*last_row);
   // Donated flags are per graph input (the plan's input index), initializer-backed ones included.
-  const std::vector<ValueInfo>& graph_inputs = graph_->inputs;
-  if (!run->donated_inputs.empty()) request.donated.assign(graph_inputs.size(), false);
-  for (const std::string& name : run->donated_inputs) {
-    size_t i = 0;
-    while (i < graph_inputs.size() && graph_inputs[i].name != name) ++i;
-    if (i == graph_inputs.size()) return absl::InvalidArgumentError(absl::StrCat("donated_inputs: unknown input '", name, "'"));
-    request.donated[i] = true;
-  }
+  auto donated = FlagsByName(graph_->inputs, run->donated_inputs, "donated_inputs: unknown input");
+  if (!donated.ok()) return donated.status();
+  request.donated = std::move(*donated);
   return request;
 }
 
