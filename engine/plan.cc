@@ -497,23 +497,25 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     return absl::InternalError(absl::StrCat("Execute: ", wanted.size(), " and ", last_row.size(), " output flags for ",
                                             output_slots_.size(), " outputs"));
   }
-  // The donated inputs as one flag per slot.
+  // The donated inputs as one flag per slot (one pass over the slots).
   std::vector<bool> donated;
-  for (size_t i = 0; i < request.donated.size(); ++i) {
-    if (!request.donated[i]) continue;
-    if (donated.empty()) donated.assign(slots_.size(), false);
+  if (std::find(request.donated.begin(), request.donated.end(), true) != request.donated.end()) {
+    donated.assign(slots_.size(), false);
     for (size_t s = 0; s < slots_.size(); ++s) {
-      if (slots_[s].kind == SlotKind::kInput && slots_[s].input_index == static_cast<int>(i)) donated[s] = true;
+      const int i = slots_[s].input_index;
+      donated[s] = slots_[s].kind == SlotKind::kInput && i >= 0 && static_cast<size_t>(i) < request.donated.size() &&
+                   request.donated[static_cast<size_t>(i)];
     }
   }
   const std::vector<bool>* donated_slots = donated.empty() ? nullptr : &donated;
-  // The steps producing a last-row output (RunOptions::last_row_outputs).
+  // The steps producing a last-row output (RunOptions::last_row_outputs), in one pass over the steps.
   std::vector<bool> narrow(steps_.size(), false);
-  for (size_t i = 0; i < last_row.size(); ++i) {
-    if (!last_row[i]) continue;
+  if (std::find(last_row.begin(), last_row.end(), true) != last_row.end()) {
+    std::vector<bool> last_row_slot(slots_.size(), false);
+    for (size_t i = 0; i < last_row.size(); ++i) if (last_row[i]) last_row_slot[static_cast<size_t>(output_slots_[i])] = true;
     for (size_t k = 0; k < steps_.size(); ++k) {
       const auto& outs = steps_[k].outputs;
-      if (std::find(outs.begin(), outs.end(), output_slots_[i]) != outs.end()) narrow[k] = outs.size() == 1;
+      narrow[k] = outs.size() == 1 && outs[0] >= 0 && last_row_slot[static_cast<size_t>(outs[0])];
     }
   }
   // A run that wants every output takes the plan's own schedule (no copy).
