@@ -19,4 +19,15 @@ void* HugeAlloc(size_t bytes);
 // Returns a block HugeAlloc gave for the same `bytes`.
 void HugeFree(void* p, size_t bytes);
 
+// Long-lived blocks (packed weights), 64-byte aligned, carved out of shared 2 MB-page chunks:
+// a model's weights lie densely on huge pages (a 3 MB weight does not round up to 4 MB), and a
+// pass over them costs one page-table entry per 2 MB. On a VM with shadow paging that matters
+// beyond the TLB: after any large munmap in the process, the next pass over 155 MB of 4 KB pages
+// took 100-400 ms more (a fault per page), over 2 MB pages nothing. The contents start
+// undefined. nullptr when the system refuses the memory. Plain aligned_alloc where
+// HugeAllocEnabled() is false.
+void* WeightBlockAlloc(size_t bytes);
+// Returns a block of WeightBlockAlloc; a chunk is unmapped once none of its blocks is live.
+void WeightBlockFree(void* p);
+
 }  // namespace oneinfer

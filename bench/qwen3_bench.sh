@@ -54,7 +54,7 @@ def load(name):
 def med(v): return statistics.median(v)
 ours, ort, llama = load("ours"), load("ort"), load("llama")
 res = {
-  "oneinfer": dict(decode=med([j["decode_ms_per_token"] for j, _ in ours]), prefill=med([j["prefill_ms"] for j, _ in ours]),
+  "oneinfer": dict(decode=med([j["decode_ms_median"] for j, _ in ours]), prefill=med([j["prefill_ms"] for j, _ in ours]),
                    ttft=med([j["load_ms"] + j["prefill_ms"] for j, _ in ours]), rss=med([k for _, k in ours])),
   "ONNX Runtime 1.30": dict(decode=med([j["decode_ms_median"] for j, _ in ort]), prefill=med([j["prefill_ms"] for j, _ in ort]),
                    ttft=med([j["load_ms"] + j["prefill_ms"] for j, _ in ort]), rss=med([k for _, k in ort])),

@@ -86,7 +86,7 @@ runs = [("ours_int8", "oneinfer --weights int8 (int8 GEMM)", 1.0),
 res = {}
 for name, label, bpw in runs:
     rows = load(name)
-    dec = "decode_ms_per_token" if name.startswith("ours") else "decode_ms_median"
+    dec = "decode_ms_median"  # every engine's median step, like for like
     res[name] = dict(label=label, decode=med([j[dec] for j, _ in rows]), prefill=med([j["prefill_ms"] for j, _ in rows]),
                      rss=med([k for _, k in rows]) / 1024, bpw=bpw)
 print("| engine, format | decode ms/token | prefill ms (32 tokens) | peak RSS MiB | weight GB read per token | bandwidth bound ms/token |")
@@ -98,8 +98,8 @@ for name, r in res.items():
 print()
 print(f"read bandwidth (bench_membw, {os.environ.get('THREADS', '2')} threads): {bw:.1f} GB/s")
 o8, q8, o4, q4 = res["ours_int8"], res["llama_q8_0"], res["ours_int4"], res["llama_q4_0"]
-print(f"int8 decode / llama.cpp q8_0 = {o8['decode'] / q8['decode']:.2f} (target <= 0.9)")
-print(f"4-bit decode / llama.cpp q4_0 = {o4['decode'] / q4['decode']:.2f} (target <= 0.9)")
-print(f"int8 prefill / llama.cpp q8_0 = {o8['prefill'] / q8['prefill']:.2f} (target <= 0.5)")
+print(f"int8 decode / llama.cpp q8_0 = {o8['decode'] / q8['decode']:.2f} (issue 15: <= 0.6)")
+print(f"4-bit decode / llama.cpp q4_0 = {o4['decode'] / q4['decode']:.2f} (issue 15: <= 0.7)")
+print(f"int8 prefill / llama.cpp q8_0 = {o8['prefill'] / q8['prefill']:.2f} (issue 15: <= 0.4)")
 print(f"--matmul int8 decode / llama.cpp q8_0 = {res['ours_a8w8']['decode'] / q8['decode']:.2f}")
 PY

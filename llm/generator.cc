@@ -412,6 +412,7 @@ absl::StatusOr<GenerationResult> Generator::Generate(const std::vector<int32_t>&
       result.prefill_ms += ms;
     } else {
       result.decode_ms += ms;
+      result.decode_step_ms.push_back(ms);
       ++result.decode_steps;
     }
     const int64_t vocab = (*outs)[0].rank() == 3 ? (*outs)[0].dim(2) : 0;

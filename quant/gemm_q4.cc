@@ -100,7 +100,7 @@ absl::StatusOr<PackedWeightsQ4> PackedWeightsQ4::Allocate(int64_t K, int64_t N,
   out.format_ = format;
   out.c_ = c;
   const size_t bytes = out.bytes();
-  out.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  out.data_.reset(static_cast<uint8_t*>(WeightBlockAlloc(bytes)));
   if (out.data_ == nullptr)
     return absl::ResourceExhaustedError(absl::StrCat("4-bit weights: ", bytes, " bytes"));
   return out;

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/half.h"
+#include "base/huge_pages.h"
 
 namespace oneinfer {
 
@@ -115,7 +116,7 @@ class PackedWeightsQ4 {
 
  private:
   struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+    void operator()(uint8_t* p) const { WeightBlockFree(p); }
   };
   static absl::StatusOr<PackedWeightsQ4> Allocate(int64_t K, int64_t N, Q4ScaleFormat format, float c);
   // Writes columns [n0, n0 + nr) of block b from codes (column j's 32 codes at codes + j * ldc),

@@ -168,7 +168,8 @@ PackedWeightsS8 PackedWeightsS8::Allocate(int64_t K, int64_t N) {
   packed.col_sums_.assign(packed.panels() * P, 0);
   const size_t bytes = packed.bytes();
   if (bytes == 0) return packed;
-  packed.data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))));
+  packed.data_.reset(static_cast<int8_t*>(WeightBlockAlloc(bytes)));
+  if (packed.data_ == nullptr) throw std::bad_alloc();
   std::memset(packed.data_.get(), 0, bytes);  // padding must be zero
   return packed;
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_pages.h"
+
 namespace oneinfer {
 
 class ThreadPool;
@@ -47,7 +49,7 @@ class PackedWeightsS8 {
 
  private:
   struct Free {
-    void operator()(int8_t* p) const { std::free(p); }
+    void operator()(int8_t* p) const { WeightBlockFree(p); }
   };
   static PackedWeightsS8 Allocate(int64_t K, int64_t N);  // zeroed data, zero column sums
   int64_t k_ = 0;

@@ -2,6 +2,13 @@
 // its run with an error naming the node instead of hanging or aborting.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "base/huge_pages.h"
 #include "engine/allocator.h"
 #include "tests/op_harness.h"
 
@@ -21,6 +28,40 @@ TEST(Allocator, SizeClassesRoundUpAndStopAtTheLimit) {
   EXPECT_EQ(AllocatorSizeClass(size_t{1} << 62), 0u);
   EXPECT_EQ(AllocatorSizeClass(size_t{1} << 63), 0u);
   EXPECT_EQ(AllocatorSizeClass(~size_t{0}), 0u);
+}
+
+// Packed weights lie densely: consecutive small blocks are neighbours in one 2 MB-page chunk
+// (not each rounded up to 2 MB), and a large block has a chunk of its own that is unmapped when
+// it is freed.
+TEST(WeightBlocks, SmallBlocksAreDenseAndLargeOnesAreUnmappedWhenFreed) {
+  std::vector<void*> small;
+  for (size_t bytes : {3u << 20, 100u, 64u, 1u << 20}) {
+    void* p = WeightBlockAlloc(bytes);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    std::memset(p, 0x5a, bytes);
+    small.push_back(p);
+  }
+  if (HugeAllocEnabled()) {
+    const auto at = [&](size_t i) { return reinterpret_cast<uintptr_t>(small[i]); };
+    // Each block starts where the one before ended, rounded to 64 bytes; unless a chunk filled.
+    const bool same_chunk = at(1) == at(0) + (3u << 20);
+    if (same_chunk) {
+      EXPECT_EQ(at(2), at(1) + 128);
+      EXPECT_EQ(at(3), at(2) + 64);
+    }
+    const size_t big_bytes = 40u << 20;
+    void* big = WeightBlockAlloc(big_bytes);
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % kHugePageBytes, 0u);
+    std::memset(big, 1, big_bytes);
+    unsigned char resident = 0;
+    EXPECT_EQ(mincore(big, 4096, &resident), 0);
+    WeightBlockFree(big);
+    EXPECT_EQ(mincore(big, 4096, &resident), -1);
+    EXPECT_EQ(errno, ENOMEM);  // unmapped
+  }
+  for (void* p : small) WeightBlockFree(p);
 }
 
 TEST(Allocator, HugeRequestsAreRefusedWithTheirSize) {

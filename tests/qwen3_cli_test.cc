@@ -1,6 +1,7 @@
 // export-qwen3 and run: bad checkpoints, tokenizers and prompts are clear errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -137,6 +138,15 @@ TEST_F(Qwen3Cli, RunsAndReportsJson) {
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"prompt_tokens\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"tokens_per_s\""), std::string::npos) << out;
+  // Each decode step's time, their sum is the mean's numerator, the median is one of them.
+  const size_t line = out.size() < 2 ? std::string::npos : out.rfind('\n', out.size() - 2);
+  const nlohmann::json j = nlohmann::json::parse(out.substr(line == std::string::npos ? 0 : line + 1));
+  const auto steps = j.at("decode_step_ms").get<std::vector<double>>();
+  ASSERT_EQ(steps.size() + 1, j.at("generated_ids").size()) << out;  // the first token comes from the prefill
+  double sum = 0;
+  for (double ms : steps) sum += ms;
+  EXPECT_NEAR(j.at("decode_ms_per_token").get<double>(), sum / static_cast<double>(steps.size()), 1e-6);
+  EXPECT_NE(std::find(steps.begin(), steps.end(), j.at("decode_ms_median").get<double>()), steps.end());
 }
 
 // The GPT-2 byte-level character of byte b (UTF-8), as tokenizer.json vocabularies spell bytes.

@@ -37,7 +37,8 @@ constexpr const char* kHelp =
     "  --matmul float|int8    constant-weight MatMuls in float32 (default) or dynamic A8W8\n"
     "  --json                 print one JSON object at the end instead of streaming text:\n"
     "                         prompt (the text encoded), prompt_tokens, generated_ids, text, load_ms,\n"
-    "                         prefill_ms, decode_ms_per_token, tokens_per_s\n"
+    "                         prefill_ms, decode_ms_per_token (the mean), decode_ms_median,\n"
+    "                         decode_step_ms (each step), tokens_per_s\n"
     "  --timeout SECONDS      stop generating past this time from the start (exit 1); Ctrl-C\n"
     "                         stops it too (exit 130), also in the middle of a prompt's prefill.\n"
     "  --dump-logits FILE     write the float32 logits of the last position of every step\n"
@@ -212,7 +213,9 @@ int CmdRun(int argc, char** argv) {
   if (as_json) {
     json j = {{"prompt", prompt}, {"prompt_tokens", result->prompt_tokens}, {"generated_ids", result->generated_ids},
               {"text", text}, {"prefill_ms", result->prefill_ms},
-              {"decode_ms_per_token", result->decode_ms_per_token()}, {"tokens_per_s", tps},
+              {"decode_ms_per_token", result->decode_ms_per_token()},
+              {"decode_ms_median", result->decode_ms_median()}, {"decode_step_ms", result->decode_step_ms},
+              {"tokens_per_s", tps},
               {"cached", (*generator)->cached()}, {"load_ms", load_ms}};
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";  // a --prompt need not be UTF-8
   } else {

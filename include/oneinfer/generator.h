@@ -16,6 +16,8 @@
 // With a cache the prompt runs as a prefill (in chunks when long) and each new token as one step.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,8 +57,16 @@ struct GenerationResult {
   double prefill_ms = 0;     // the forward passes over the prompt (its chunks and the first token)
   double decode_ms = 0;      // all later forward passes together
   int decode_steps = 0;
+  std::vector<double> decode_step_ms;  // each later pass, in order (decode_ms is their sum)
   bool stopped_by_id = false;
   double decode_ms_per_token() const { return decode_steps ? decode_ms / decode_steps : 0; }
+  // The middle pass time (upper middle of an even count): what peers' benchmarks report per token.
+  double decode_ms_median() const {
+    if (decode_step_ms.empty()) return 0;
+    std::vector<double> v = decode_step_ms;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  }
 };
 
 // Called with each generated token and the logits it was chosen from (V floats, last

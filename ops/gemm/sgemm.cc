@@ -2,7 +2,6 @@
 #include "ops/gemm/sgemm.h"
 
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -321,13 +320,9 @@ PackedMatrixB PackedMatrixB::PackAs(bool trans_b, int64_t K, int64_t N, const T*
   packed.half_ = sizeof(T) == 2;
   const size_t bytes = packed.bytes();
   if (bytes == 0) return packed;
-  // Weights are hundreds of MB: 2 MB pages turn ~500 page faults per MB into one.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t align = bytes >= kHuge ? kHuge : 64;
-  const size_t alloc = RoundUp(bytes, align);
-  void* p = std::aligned_alloc(align, alloc);
+  // Weights are hundreds of MB: on 2 MB pages (see WeightBlockAlloc).
+  void* p = WeightBlockAlloc(bytes);
   if (p == nullptr) throw std::bad_alloc();
-  if (align == kHuge) madvise(p, alloc, MADV_HUGEPAGE);
   packed.data_.reset(p);
   constexpr int64_t P = kSgemmPanel;
   const int64_t k = packed.k_, n = packed.n_;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "base/huge_pages.h"
+
 namespace oneinfer {
 
 class ThreadPool;
@@ -52,7 +54,7 @@ class PackedMatrixB {
 
  private:
   struct Free {
-    void operator()(void* p) const { std::free(p); }
+    void operator()(void* p) const { WeightBlockFree(p); }
   };
   template <typename T>
   static PackedMatrixB PackAs(bool trans_b, int64_t K, int64_t N, const T* B, int64_t ldb, ThreadPool* pool);
