@@ -13,11 +13,12 @@ inline constexpr int64_t kOpset = 1;  // every internal op has one version
 
 // QdqMatMul (graph/passes/qdq_fusion.cc -> ops/qdq_matmul.cc): an A8W8 QDQ MatMul group, inputs
 // in QLinearMatMul's order; "" marks an absent zero point, and y_scale/y_zero_point are present
-// only when the output QuantizeLinear was folded.
+// only when the output QuantizeLinear was folded (and with it, for the "*_as_float32" outputs, the
+// DequantizeLinear that was its only reader).
 struct QdqMatMul {
   static constexpr char kName[] = "QdqMatMul";
   enum Input : size_t { kX = 0, kXScale, kXZeroPoint, kW, kWScale, kWZeroPoint, kYScale, kYZeroPoint };
-  static constexpr char kOut[] = "out";     // string: "float32", "int8" or "uint8"
+  static constexpr char kOut[] = "out";  // string: "float32", "int8", "uint8", "int8_as_float32", "uint8_as_float32"
   static constexpr char kYAxis[] = "y_axis";  // int: y_scale per tensor (0), row (1) or column (2)
 };
 

@@ -3,7 +3,9 @@
 //
 // Inputs of QdqMatMul, in QLinearMatMul's order: x_q, x_scale, x_zero_point?, w_q, w_scale,
 // w_zero_point?, y_scale?, y_zero_point?; attributes `out` ("float32", "int8", "uint8") and
-// `y_axis` (0 per tensor, 1 per row, 2 per column). Everything but x_q is a constant.
+// `y_axis` (0 per tensor, 1 per row, 2 per column); "int8_as_float32" / "uint8_as_float32" quantise
+// the output and return it dequantised with the same y_scale and y_zero_point (a folded Q -> DQ).
+// Everything but x_q is a constant.
 //
 // Rows run in blocks so the int32 products never need more than one block of scratch (from the
 // session's allocator, so it counts in peak_intermediate_bytes). int8 activations with int8
@@ -128,10 +130,10 @@ class QdqMatMulKernel : public OpKernel {
     }
     Shape out = x.shape();
     out.back() = p.N;
-    const DType out_type = p.out == QdqOut::kFloat32 ? DType::kFloat32
-                           : p.out == QdqOut::kInt8  ? DType::kInt8
+    const DType out_type = p.out == QdqOut::kInt8    ? DType::kInt8
                            : p.out == QdqOut::kUInt8 ? DType::kUInt8
-                                                     : DType::kInt32;
+                           : p.out == QdqOut::kInt32 ? DType::kInt32
+                                                     : DType::kFloat32;  // float, or dequantised again
     Tensor& y = ctx.AllocateOutputUninitialized(0, out_type, out);
     const int64_t rows = x.num_elements() / p.K;
     if (rows == 0) return absl::OkStatus();
@@ -230,7 +232,11 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeQdqMatMul(const KernelInit& init) 
   p.w = w->raw_data();
   p.w_unsigned = w->dtype() == DType::kUInt8;
   const std::string out = n.GetString(internal_ops::QdqMatMul::kOut, "float32");
-  p.out = out == "int8" ? QdqOut::kInt8 : out == "uint8" ? QdqOut::kUInt8 : QdqOut::kFloat32;
+  p.out = out == "int8"              ? QdqOut::kInt8
+          : out == "uint8"            ? QdqOut::kUInt8
+          : out == "int8_as_float32"  ? QdqOut::kInt8AsFloat32
+          : out == "uint8_as_float32" ? QdqOut::kUInt8AsFloat32
+                                      : QdqOut::kFloat32;
   const int64_t y_axis = n.GetInt(internal_ops::QdqMatMul::kYAxis, 0);
   p.y_axis = y_axis == 1 ? QdqYAxis::kRow : y_axis == 2 ? QdqYAxis::kColumn : QdqYAxis::kTensor;
   const Tensor* zx = n.HasInput(2) ? init.ConstantInput(2) : nullptr;
@@ -240,7 +246,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeQdqMatMul(const KernelInit& init) 
             ConstZeroPoint(init, 5, w->dtype(), p.s_w.size(), &p.zp_w);
   if (ok && p.out != QdqOut::kFloat32) {
     ok = ConstScale(init, 6, &p.s_y) &&
-         ConstZeroPoint(init, 7, p.out == QdqOut::kUInt8 ? DType::kUInt8 : DType::kInt8, p.s_y.size(), &p.zp_y);
+         ConstZeroPoint(init, 7, QdqOutputUnsigned(p.out) ? DType::kUInt8 : DType::kInt8, p.s_y.size(), &p.zp_y);
   }
   if (!ok) return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": scales and zero points must be constants of matching shapes and types"));
   p.trace = init.config().qdq_trace;

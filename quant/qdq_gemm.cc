@@ -29,29 +29,43 @@ struct Store;
 
 template <>
 struct Store<QdqOut::kFloat32> {
-  static void At(void* y, int64_t i, int64_t acc, float sx, float sw, float, int32_t) {
+  static void At(void* y, int64_t i, int64_t acc, float sx, float sw, float, int32_t, float) {
     static_cast<float*>(y)[i] = QdqDequantize(acc, sx, sw);
   }
 };
 
 template <>
 struct Store<QdqOut::kInt32> {
-  static void At(void* y, int64_t i, int64_t acc, float, float, float, int32_t) {
+  static void At(void* y, int64_t i, int64_t acc, float, float, float, int32_t, float) {
     static_cast<int32_t*>(y)[i] = static_cast<int32_t>(static_cast<uint32_t>(acc));  // modulo 2^32
   }
 };
 
 template <>
 struct Store<QdqOut::kInt8> {
-  static void At(void* y, int64_t i, int64_t acc, float, float, float mult, int32_t zp) {
+  static void At(void* y, int64_t i, int64_t acc, float, float, float mult, int32_t zp, float) {
     static_cast<int8_t*>(y)[i] = static_cast<int8_t>(QdqRequantize(acc, mult, zp, -128, 127));
   }
 };
 
 template <>
 struct Store<QdqOut::kUInt8> {
-  static void At(void* y, int64_t i, int64_t acc, float, float, float mult, int32_t zp) {
+  static void At(void* y, int64_t i, int64_t acc, float, float, float mult, int32_t zp, float) {
     static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(QdqRequantize(acc, mult, zp, 0, 255));
+  }
+};
+
+template <>
+struct Store<QdqOut::kInt8AsFloat32> {
+  static void At(void* y, int64_t i, int64_t acc, float, float, float mult, int32_t zp, float sy) {
+    static_cast<float*>(y)[i] = QdqDequantizeOutput(QdqRequantize(acc, mult, zp, -128, 127), zp, sy);
+  }
+};
+
+template <>
+struct Store<QdqOut::kUInt8AsFloat32> {
+  static void At(void* y, int64_t i, int64_t acc, float, float, float mult, int32_t zp, float sy) {
+    static_cast<float*>(y)[i] = QdqDequantizeOutput(QdqRequantize(acc, mult, zp, 0, 255), zp, sy);
   }
 };
 
@@ -62,10 +76,12 @@ void DispatchOut(QdqOut out, F&& f) {
     case QdqOut::kInt8: f(std::integral_constant<QdqOut, QdqOut::kInt8>{}); break;
     case QdqOut::kUInt8: f(std::integral_constant<QdqOut, QdqOut::kUInt8>{}); break;
     case QdqOut::kInt32: f(std::integral_constant<QdqOut, QdqOut::kInt32>{}); break;
+    case QdqOut::kInt8AsFloat32: f(std::integral_constant<QdqOut, QdqOut::kInt8AsFloat32>{}); break;
+    case QdqOut::kUInt8AsFloat32: f(std::integral_constant<QdqOut, QdqOut::kUInt8AsFloat32>{}); break;
   }
 }
 
-bool IsQuantised(QdqOut out) { return out == QdqOut::kInt8 || out == QdqOut::kUInt8; }
+bool IsQuantised(QdqOut out) { return QdqOutputQuantised(out); }
 
 int32_t ActivationAt(const void* a, bool a_unsigned, int64_t i) {
   return a_unsigned ? int32_t{static_cast<const uint8_t*>(a)[i]} : int32_t{static_cast<const int8_t*>(a)[i]};
@@ -111,7 +127,7 @@ absl::Status ValidateQdqGemmParams(const QdqGemmParams& p) {
       return absl::InvalidArgumentError(absl::StrCat("y_zero_point has ", p.zp_y.size(), " values but y_scale has ",
                                                      p.s_y.size()));
     }
-    if (auto s = CheckZeroPoints(p.zp_y, p.out == QdqOut::kUInt8, "y_zero_point"); !s.ok()) return s;
+    if (auto s = CheckZeroPoints(p.zp_y, QdqOutputUnsigned(p.out), "y_zero_point"); !s.ok()) return s;
   } else if (!p.s_y.empty() || !p.zp_y.empty()) {
     return absl::InvalidArgumentError("y_scale given for an unquantised output");
   }
@@ -217,9 +233,9 @@ void QdqGemm::Epilogue(int64_t rows, int64_t row0, const void* a, bool a_unsigne
           if (colsum) acc -= zx * colsum[n];
           if (need_rowsum) acc += zw * (K * zx - rowsum);
           const float sw = p_.s_w[QdqColIndex(n, p_.s_w.size())];
-          float mult = 0.0f;
+          float mult = 0.0f, sy = 0.0f;
           int32_t zy = 0;
-          if constexpr (kOut == QdqOut::kInt8 || kOut == QdqOut::kUInt8) {
+          if constexpr (kOut != QdqOut::kFloat32 && kOut != QdqOut::kInt32) {
             if (p_.y_axis == QdqYAxis::kColumn) {
               zy = p_.zp_y.empty() ? 0 : p_.zp_y[QdqColIndex(n, p_.zp_y.size())];
             } else if (p_.y_axis == QdqYAxis::kRow) {
@@ -227,16 +243,12 @@ void QdqGemm::Epilogue(int64_t rows, int64_t row0, const void* a, bool a_unsigne
             } else {
               zy = p_.zp_y.empty() ? 0 : p_.zp_y[0];
             }
-            if (!col_mult_.empty()) {
-              mult = col_mult_[n];
-            } else {
-              const float sy = p_.y_axis == QdqYAxis::kRow      ? sy_row
-                               : p_.y_axis == QdqYAxis::kColumn ? p_.s_y[QdqColIndex(n, p_.s_y.size())]
-                                                                : p_.s_y[0];
-              mult = QdqMultiplier(sx, sw, sy);
-            }
+            sy = p_.y_axis == QdqYAxis::kRow      ? sy_row
+                 : p_.y_axis == QdqYAxis::kColumn ? p_.s_y[QdqColIndex(n, p_.s_y.size())]
+                                                  : p_.s_y[0];
+            mult = !col_mult_.empty() ? col_mult_[n] : QdqMultiplier(sx, sw, sy);
           }
-          Store<kOut>::At(y, r * N + n, acc, sx, sw, mult, zy);
+          Store<kOut>::At(y, r * N + n, acc, sx, sw, mult, zy, sy);
         }
       }
     });
@@ -268,16 +280,17 @@ void QdqGemmReference(const QdqGemmParams& p, int64_t rows, const void* a, bool 
         int64_t acc = 0;
         for (int64_t k = 0; k < K; ++k) acc += (ActivationAt(a, a_unsigned, r * K + k) - zx) * (w_at(k * N + n) - zw);
         const float sw = p.s_w[QdqColIndex(n, p.s_w.size())];
-        float mult = 0.0f;
+        float mult = 0.0f, sy = 0.0f;
         int32_t zy = 0;
-        if constexpr (kOut == QdqOut::kInt8 || kOut == QdqOut::kUInt8) {
+        if constexpr (kOut != QdqOut::kFloat32 && kOut != QdqOut::kInt32) {
           int64_t yi = 0;
           if (p.y_axis == QdqYAxis::kRow) yi = QdqRowIndex(r, p.s_y.size());
           if (p.y_axis == QdqYAxis::kColumn) yi = QdqColIndex(n, p.s_y.size());
-          mult = QdqMultiplier(sx, sw, p.s_y[yi]);
+          sy = p.s_y[yi];
+          mult = QdqMultiplier(sx, sw, sy);
           zy = p.zp_y.empty() ? 0 : p.zp_y[yi];
         }
-        Store<kOut>::At(y, r * N + n, acc, sx, sw, mult, zy);
+        Store<kOut>::At(y, r * N + n, acc, sx, sw, mult, zy, sy);
       }
     }
   });

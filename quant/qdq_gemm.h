@@ -15,6 +15,9 @@
 //   quantised out: mult = float32(float32(s_x * s_w) / s_y)            (float32 ops, left to right)
 //                  y_q  = saturate(round_half_even(double(acc) * double(mult)) + zp_y)
 //                  (zero point added after rounding; NaN saturates to 0)
+//   quantised out, returned dequantised (the group's QuantizeLinear was read only by a
+//   DequantizeLinear of the same scale and zero point, folded too):
+//                  y    = (float32(y_q) - float32(zp_y)) * s_y                      (float32 ops)
 //   float out:     y    = float32(double(acc) * double(float32(s_x * s_w)))
 //   int32 out:     y    = int32(acc) (MatMulInteger; wraps modulo 2^32 like the ONNX reference)
 // The reference below uses the same two inline functions, so fast path and reference are
@@ -42,7 +45,12 @@ namespace oneinfer {
 
 class ThreadPool;
 
-enum class QdqOut { kFloat32, kInt8, kUInt8, kInt32 };
+// kInt8AsFloat32 / kUInt8AsFloat32: quantised like kInt8 / kUInt8, then dequantised with the same
+// y_scale and y_zero_point into float32 (a Q -> DQ pair folded into the group).
+enum class QdqOut { kFloat32, kInt8, kUInt8, kInt32, kInt8AsFloat32, kUInt8AsFloat32 };
+// Outputs that go through y_scale / y_zero_point (as stored, or dequantised again).
+inline bool QdqOutputQuantised(QdqOut out) { return out != QdqOut::kFloat32 && out != QdqOut::kInt32; }
+inline bool QdqOutputUnsigned(QdqOut out) { return out == QdqOut::kUInt8 || out == QdqOut::kUInt8AsFloat32; }
 // Along what a quantised output's scale and zero point vary.
 enum class QdqYAxis { kTensor, kRow, kColumn };
 
@@ -76,6 +84,11 @@ inline int32_t QdqRequantize(int64_t acc, float mult, int32_t zp, int32_t lo, in
   const double q = std::nearbyint(static_cast<double>(acc) * static_cast<double>(mult)) + zp;
   if (std::isnan(q)) return std::clamp(0, lo, hi);  // NaN has no integer image
   return static_cast<int32_t>(std::clamp(q, static_cast<double>(lo), static_cast<double>(hi)));
+}
+
+// DequantizeLinear of one requantised output: (float32(q) - float32(zp)) * s, in float32.
+inline float QdqDequantizeOutput(int32_t q, int32_t zp, float sy) {
+  return (static_cast<float>(q) - static_cast<float>(zp)) * sy;
 }
 
 inline float QdqDequantize(int64_t acc, float sx, float sw) {

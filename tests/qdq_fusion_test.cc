@@ -100,6 +100,7 @@ struct Case {
   std::vector<int32_t> zp_w;
   int64_t w_axis = 1;
   bool quantize_out = true;
+  bool dequantize_out = false;  // a DequantizeLinear of y_q with the same parameters after the Q
   bool y_unsigned = false;
   float s_y = 0.f;  // 0: chosen so the outputs spread over the int8 range
   std::vector<float> s_y_vec;  // per-axis output scale (overrides s_y), along y_axis_attr
@@ -186,6 +187,15 @@ Built Build(const Case& c) {
     q.outputs = {"y_q"};
     g.nodes.push_back(q);
     out = "y_q";
+    if (c.dequantize_out) {
+      Node dq = q;
+      dq.op_type = "DequantizeLinear";
+      dq.name = "dq_y";
+      dq.inputs[0] = "y_q";
+      dq.outputs = {"y_dq"};
+      g.nodes.push_back(dq);
+      out = "y_dq";
+    }
   }
   g.outputs.push_back(ValueInfo{out, {}});
   return b;
@@ -297,7 +307,38 @@ void ExpectExact(const Case& c, const std::string& label) {
   ASSERT_TRUE(control.status.ok()) << control.status;
   EXPECT_EQ(control.report.fused, 1);  // the analysis sees the group; the session did not fuse it
   EXPECT_EQ(Count(control.debug, "qdq_fused"), 0);
-  if (c.quantize_out) {
+  if (c.quantize_out && c.dequantize_out) {
+    // The folded Q -> DQ: the reference's quantised values, dequantised as DequantizeLinear does.
+    std::vector<uint8_t> q(n);
+    QdqGemmReference(p, rows, b.x.data(), c.x_unsigned, q.data());
+    QdqGemmParams pf = p;
+    pf.out = c.y_unsigned ? QdqOut::kUInt8AsFloat32 : QdqOut::kInt8AsFloat32;
+    std::vector<float> ref(n), direct(n);
+    QdqGemmReference(pf, rows, b.x.data(), c.x_unsigned, direct.data());
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t col = static_cast<int64_t>(i) % N, row = static_cast<int64_t>(i) / N;
+      const size_t yi = p.s_y.size() == 1 ? 0 : static_cast<size_t>(p.y_axis == QdqYAxis::kColumn ? col : row);
+      const int32_t qi = c.y_unsigned ? int32_t{q[i]} : int32_t{static_cast<int8_t>(q[i])};
+      const int32_t zy = p.zp_y.empty() ? 0 : p.zp_y[yi];
+      ref[i] = (static_cast<float>(qi) - static_cast<float>(zy)) * p.s_y[yi];
+    }
+    EXPECT_EQ(std::memcmp(direct.data(), ref.data(), n * sizeof(float)), 0) << "the reference's own dequantised form";
+    ASSERT_EQ(fused.y.dtype(), DType::kFloat32);
+    EXPECT_EQ(std::memcmp(fused.y.raw_data(), ref.data(), n * sizeof(float)), 0) << "fused differs from the reference";
+    EXPECT_EQ(Count(fused.debug, "qdq_group"), 1);
+    bool folded = false;
+    for (const auto& l : fused.debug) folded = folded || absl::StrContains(l, "dq=folded");
+    EXPECT_TRUE(folded) << "the DequantizeLinear after the group was not folded";
+    int steps = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t yi = p.s_y.size() == 1 ? 0 : static_cast<size_t>(p.y_axis == QdqYAxis::kColumn ? i % N : i / N);
+      const float d = std::abs(fused.y.data<float>()[i] - control.y.data<float>()[i]) / p.s_y[yi];
+      EXPECT_LE(d, 1.001f) << i;  // at most one quantisation step from the per-node path
+      steps += d > 0.5f;
+    }
+    std::printf("[ qdq ] %s: fused Q->DQ == reference bit for bit; vs per-node: %d of %zu values one step apart\n",
+                label.c_str(), steps, n);
+  } else if (c.quantize_out) {
     std::vector<uint8_t> ref(n);
     QdqGemmReference(p, rows, b.x.data(), c.x_unsigned, ref.data());
     ASSERT_EQ(fused.y.dtype(), c.y_unsigned ? DType::kUInt8 : DType::kInt8);
@@ -340,6 +381,94 @@ TEST(QdqFusion, PerTensor8x16x6) {
   ExpectExact(c, "8x16x6 per-tensor");
   c.quantize_out = false;
   ExpectExact(c, "8x16x6 per-tensor, float out");
+}
+
+// A QuantizeLinear -> DequantizeLinear pair after the product (what QDQ exporters write after
+// every quantised MatMul) folds into the group: float32 out, no int8 tensor, the same values.
+TEST(QdqFusion, OutputQuantizeDequantizePairIsFolded) {
+  Case c;
+  c.dequantize_out = true;
+  ExpectExact(c, "8x16x6 per-tensor, Q->DQ");
+  c.x_unsigned = true;
+  c.zp_x = {131};
+  c.y_unsigned = true;
+  c.zp_y = {119};
+  c.s_w.assign(6, 0.0091f);
+  for (size_t i = 0; i < c.s_w.size(); ++i) c.s_w[i] *= 1.0f + 0.1f * static_cast<float>(i);
+  ExpectExact(c, "uint8, zero points, per-column weights, Q->DQ");
+  c.s_y_vec = {0.9f, 1.1f, 0.7f, 1.3f, 0.8f, 1.2f};
+  c.y_axis_attr = 1;
+  ExpectExact(c, "per-column output scales, Q->DQ");
+  // A prefill-sized block, the form oneinfer quantize writes (uint8 activations with zero points,
+  // per-column int8 weights), several blocks of rows.
+  Case big;
+  big.x_shape = {1, 96, 1024};
+  big.N = 1024;
+  big.x_unsigned = true;
+  big.zp_x = {131};
+  big.s_w.assign(1024, 0.0021f);
+  for (size_t i = 0; i < big.s_w.size(); ++i) big.s_w[i] *= 1.0f + 0.001f * static_cast<float>(i % 97);
+  big.y_unsigned = true;
+  big.zp_y = {128};
+  big.y_axis_attr = 1;
+  big.dequantize_out = true;
+  ExpectExact(big, "[1,96,1024] x [1024,1024] uint8, Q->DQ");
+}
+
+// The folded node's output keeps its type for the passes after the fusion (shape inference
+// knows QdqMatMul): a Transpose -> MatMul reading it still becomes one FusedMatMul.
+TEST(QdqFusion, FoldedOutputKeepsItsTypeForLaterFusions) {
+  Case c;
+  c.dequantize_out = true;
+  c.x_shape = {6, 16};
+  Built b = Build(c);
+  Graph& g = b.model->graph;
+  Node tr;
+  tr.op_type = "Transpose";
+  tr.name = "tr";
+  tr.inputs = {"y_dq"};
+  tr.outputs = {"y_t"};
+  Attribute perm;
+  perm.name = "perm";
+  perm.type = Attribute::Type::kInts;
+  perm.ints = {1, 0};
+  tr.attrs["perm"] = perm;
+  Node mm;
+  mm.op_type = "MatMul";
+  mm.name = "self_product";
+  mm.inputs = {"y_dq", "y_t"};
+  mm.outputs = {"yy"};
+  g.nodes.push_back(tr);
+  g.nodes.push_back(mm);
+  g.outputs = {Declared("yy", DType::kFloat32, {6, 6})};
+  auto s = SessionImpl::Create(std::move(b.model), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  int fused = 0, qdq = 0;
+  for (const Node& n : (*s)->graph().nodes) {
+    fused += n.op_type == "FusedMatMul";
+    qdq += n.op_type == internal_ops::QdqMatMul::kName;
+  }
+  EXPECT_EQ(qdq, 1);
+  EXPECT_EQ(fused, 1);
+  const TypeInfo* y = (*s)->graph().FindType("y_dq");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->elem, DType::kFloat32);
+}
+
+// A DequantizeLinear that does not undo the output quantisation stays a node of its own.
+TEST(QdqFusion, DequantizeWithOtherParametersIsNotFolded) {
+  Case c;
+  c.dequantize_out = true;
+  Built b = Build(c);
+  Graph& g = b.model->graph;
+  g.initializers["s_y2"] = Scales({0.5f});
+  g.nodes.back().inputs[1] = "s_y2";
+  SessionOptions opts;
+  auto s = SessionImpl::Create(std::move(b.model), opts);
+  ASSERT_TRUE(s.ok()) << s.status();
+  int dq = 0;
+  for (const Node& n : (*s)->graph().nodes) dq += n.op_type == "DequantizeLinear";
+  EXPECT_EQ(dq, 1);
 }
 
 TEST(QdqFusion, PerTensor256x1024x1024) {
@@ -465,21 +594,23 @@ TEST(QdqGemmCore, RandomFormsMatchTheReferenceOnEveryTier) {
         p.zp_w.resize(C);
         for (auto& z : p.zp_w) z = wu ? int(rng() % 256) : int(rng() % 256) - 128;
       }
-      const int o = rng() % 4;
-      p.out = o == 0 ? QdqOut::kFloat32 : o == 1 ? QdqOut::kInt8 : o == 2 ? QdqOut::kUInt8 : QdqOut::kInt32;
-      if (o == 1 || o == 2) {
+      const int o = rng() % 6;
+      constexpr QdqOut kOuts[] = {QdqOut::kFloat32, QdqOut::kInt8, QdqOut::kUInt8, QdqOut::kInt32,
+                                  QdqOut::kInt8AsFloat32, QdqOut::kUInt8AsFloat32};
+      p.out = kOuts[o];
+      if (QdqOutputQuantised(p.out)) {
         const int ya = rng() % 3;
         p.y_axis = ya == 0 ? QdqYAxis::kTensor : ya == 1 ? QdqYAxis::kRow : QdqYAxis::kColumn;
         p.s_y.resize(ya == 0 ? 1 : ya == 1 ? M : N);
         for (auto& v : p.s_y) v = p.s_x[0] * p.s_w[0] * std::sqrt(static_cast<float>(K)) * 100.f * (1 + (rng() % 10) * 0.1f);
         if (rng() % 2) {
           p.zp_y.resize(p.s_y.size());
-          for (auto& z : p.zp_y) z = o == 2 ? int(rng() % 256) : int(rng() % 256) - 128;
+          for (auto& z : p.zp_y) z = QdqOutputUnsigned(p.out) ? int(rng() % 256) : int(rng() % 256) - 128;
         }
       }
       auto g = QdqGemm::Create(p);
       ASSERT_TRUE(g.ok()) << g.status();
-      const size_t es = o == 0 || o == 3 ? 4 : 1;
+      const size_t es = o == 1 || o == 2 ? 1 : 4;
       std::vector<uint8_t> fast(M * N * es), ref(M * N * es);
       std::vector<int32_t> c(M * N);
       (*g)->Run(M, a.data(), au, fast.data(), c.data(), nullptr);

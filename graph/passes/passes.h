@@ -87,6 +87,7 @@ struct QdqGroup {
   size_t matmul = 0;
   size_t dq_x = 0, dq_w = 0;
   long quantize = -1;  // the folded output QuantizeLinear, or -1 (the fused node outputs float32)
+  long dequantize = -1;  // the DequantizeLinear folded after it (same parameters), or -1
   DType out = DType::kFloat32;
   int64_t y_axis = 0;  // y_scale per tensor (0), row (1) or column (2)
   std::string trace;   // the qdq_group trace line

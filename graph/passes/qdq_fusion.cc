@@ -13,7 +13,11 @@
 // axis along x's row axis (rank - 2) and w's column axis (1); no block quantisation. The
 // QuantizeLinear is folded when it is the MatMul output's only reader and its scale (per tensor,
 // per row or per column, finite and non-zero) and zero point (int8/uint8) are constants;
-// otherwise the fused node outputs float32 and the QuantizeLinear runs as it is.
+// otherwise the fused node outputs float32 and the QuantizeLinear runs as it is. A folded
+// QuantizeLinear whose output's only reader is a DequantizeLinear with the same scale, zero point
+// and axis is folded with it: the node quantises and returns the dequantised float32 (out
+// "int8_as_float32" / "uint8_as_float32"), the values the pair computes, without the int8 tensor
+// and the extra node (the QDQ form writes such a pair after every quantised product).
 // Anything else is refused and left on the per-node path, which computes the same function and
 // reports malformed parameters itself (refusal `invalid_params`): a scale along K cannot be
 // folded (it weighs products inside the sum), a non-constant weight cannot be packed.
@@ -22,6 +26,7 @@
 // the fused node (so the order stays topological), a folded QuantizeLinear is removed, and
 // DequantizeLinear nodes whose outputs have no other reader are left for RemoveDeadNodes.
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -107,6 +112,28 @@ bool AnyNonZero(const Tensor* t) {
     if (v != 0) return true;
   }
   return false;
+}
+
+// True when DequantizeLinear `dq` (parameters pd) undoes exactly QuantizeLinear `q` (parameters
+// pq): equal scales and zero points (an absent zero point only matches an absent one) along the
+// same axis of a tensor of rank `rank` (-1: unknown, then the axes must be written alike).
+bool SameQuantisation(const Node& q, const QParams& pq, const Node& dq, const QParams& pd, int64_t rank) {
+  if (pq.scale->shape() != pd.scale->shape() ||
+      std::memcmp(pq.scale->raw_data(), pd.scale->raw_data(), pq.scale->byte_size()) != 0) {
+    return false;
+  }
+  if ((pq.zp == nullptr) != (pd.zp == nullptr)) return false;
+  if (pq.zp != nullptr && (pq.zp->dtype() != pd.zp->dtype() || pq.zp->shape() != pd.zp->shape() ||
+                           std::memcmp(pq.zp->raw_data(), pd.zp->raw_data(), pq.zp->byte_size()) != 0)) {
+    return false;
+  }
+  if (Single(*pq.scale)) return true;
+  int64_t aq = q.GetInt("axis", 1), ad = dq.GetInt("axis", 1);
+  if (rank >= 0) {
+    aq = aq < 0 ? aq + rank : aq;
+    ad = ad < 0 ? ad + rank : ad;
+  }
+  return aq == ad;
 }
 
 const char* AxisName(int64_t y_axis) { return y_axis == 1 ? "row" : y_axis == 2 ? "column" : "tensor"; }
@@ -287,12 +314,29 @@ QdqSelection SelectQdqGroups(const UseDefIndex& uses, const QdqKernelLimits& lim
         }
       }
     }
+    // The DequantizeLinear after the folded QuantizeLinear, when it is y_q's only reader and
+    // undoes exactly that quantisation.
+    const Node* dq_out = nullptr;
+    if (q != nullptr) {
+      const std::string& yq = q->outputs[0];
+      const std::vector<UseDefIndex::Use>& yq_readers = uses.Readers(yq);
+      const Node* cand = yq_readers.size() == 1 && yq_readers[0].slot != UseDefIndex::kImplicit && !uses.IsGraphOutput(yq)
+                             ? &g.nodes[yq_readers[0].node]
+                             : nullptr;
+      QParams pd;
+      if (cand != nullptr && IsOp(*cand, "DequantizeLinear") && cand->inputs[0] == yq && cand->HasOutput(0) &&
+          cand->GetInt("output_dtype", 0) == 0 && ReadQParams(uses, *cand, &pd).empty() &&
+          SameQuantisation(*q, py, *cand, pd, xrank)) {
+        dq_out = cand;
+      }
+    }
 
     const bool zx = AnyNonZero(px.zp), zw = AnyNonZero(pw.zp) || wq->dtype() == DType::kUInt8;
     const std::string form = absl::StrCat(
         "a=", DTypeName(xt), " w=", DTypeName(wq->dtype()), " sx=", Single(*px.scale) ? "tensor" : "row",
         " sw=", Single(*pw.scale) ? "tensor" : "column", " zp=", zx && zw ? "x,w" : zx ? "x" : zw ? "w" : "none",
-        " out=", DTypeName(yt), q != nullptr ? absl::StrCat(" sy=", AxisName(y_axis)) : "");
+        " out=", DTypeName(yt), q != nullptr ? absl::StrCat(" sy=", AxisName(y_axis)) : "",
+        dq_out != nullptr ? " dq=folded" : "");
     rep.forms[form]++;
     ++rep.fused;
     QdqGroup group;
@@ -300,6 +344,7 @@ QdqSelection SelectQdqGroups(const UseDefIndex& uses, const QdqKernelLimits& lim
     group.dq_x = index_of(dqx);
     group.dq_w = index_of(dqw);
     group.quantize = q != nullptr ? static_cast<long>(index_of(q)) : -1;
+    group.dequantize = dq_out != nullptr ? static_cast<long>(index_of(dq_out)) : -1;
     group.out = yt;
     group.y_axis = y_axis;
     group.trace = absl::StrCat("qdq_group node=", mm.name.empty() ? y : mm.name, " k=", K, " n=", N, " ", form,
@@ -339,12 +384,17 @@ int RewriteQdqGroups(Graph& g, UseDefIndex& uses, const QdqSelection& selection)
       f.inputs.push_back(q.HasInput(2) ? q.inputs[2] : std::string());
       f.outputs = {q.outputs[0]};
       drop[static_cast<size_t>(group.quantize)] = true;
+      if (group.dequantize >= 0) {
+        f.outputs = {g.nodes[static_cast<size_t>(group.dequantize)].outputs[0]};
+        drop[static_cast<size_t>(group.dequantize)] = true;
+      }
     } else {
       f.outputs = {mm.outputs[0]};
     }
     const DType yt = group.out;
-    f.attrs[Op::kOut] =
-        Attribute::String(Op::kOut, yt == DType::kInt8 ? "int8" : yt == DType::kUInt8 ? "uint8" : "float32");
+    const char* out = yt == DType::kInt8 ? "int8" : yt == DType::kUInt8 ? "uint8" : "float32";
+    if (group.dequantize >= 0) out = yt == DType::kInt8 ? "int8_as_float32" : "uint8_as_float32";
+    f.attrs[Op::kOut] = Attribute::String(Op::kOut, out);
     f.attrs[Op::kYAxis] = Attribute::Int(Op::kYAxis, group.y_axis);
     g.nodes[group.matmul] = std::move(f);
   }

@@ -101,6 +101,19 @@ absl::StatusOr<int> InferShapes(Graph& g) {
         c.out[0].elem = c.Elem(0);
       } else if (n.op_type == internal_ops::FusedConv::kName) {
         rules.at("Conv")(c);  // a Conv's shape rule reads only its inputs and window attributes
+      } else if (n.op_type == internal_ops::QdqMatMul::kName && !c.out.empty()) {
+        // The `out` attribute's type (a folded Q -> DQ gives float32, which the Transpose ->
+        // FusedMatMul fusion downstream reads), x's shape with the weight's columns last.
+        using Op = internal_ops::QdqMatMul;
+        const std::string out = n.GetString(Op::kOut, "float32");
+        c.out[0].elem = out == "int8" ? DType::kInt8 : out == "uint8" ? DType::kUInt8 : DType::kFloat32;
+        const auto* x = c.Shape(Op::kX);
+        const auto* w = c.Shape(Op::kW);
+        if (x != nullptr && w != nullptr && !x->empty() && w->size() == 2) {
+          auto shape = *x;
+          shape.back() = (*w)[1];
+          c.out[0].shape = shape;
+        }
       }
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
