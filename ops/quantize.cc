@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ops/kernel.h"
+#include "base/round.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
@@ -143,6 +144,13 @@ int32_t Saturate(double q, int64_t lo, int64_t hi) {
   return static_cast<int32_t>(std::clamp(q, static_cast<double>(lo), static_cast<double>(hi)));
 }
 
+// Saturate(nearbyint(v) + zp, lo, hi) for a float quotient v, without the libm call: v clamped to
+// [lo - zp, hi - zp] (integers, so before rounding is the same as after), then rounded.
+int32_t QuantizeValue(float v, int32_t zp, int64_t lo, int64_t hi) {
+  if (std::isnan(v)) return static_cast<int32_t>(std::clamp<int64_t>(0, lo, hi));
+  return RoundHalfEvenClamped(v, static_cast<float>(lo - zp), static_cast<float>(hi - zp)) + zp;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Granularity of a scale / zero point against the quantised tensor: per-tensor, per-axis, or blocked.
 
@@ -225,11 +233,11 @@ void QuantizeF32(const float* x, int64_t n, const QuantLayout& L, const std::vec
     if (L.mode == QuantLayout::Mode::kTensor) {
       const float sc = s[0];
       const int32_t zp = z[0];
-      for (int64_t i = b; i < e; ++i) y[i] = static_cast<Out>(Saturate(static_cast<double>(std::nearbyint(x[i] / sc)) + zp, lo, hi));
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<Out>(QuantizeValue(x[i] / sc, zp, lo, hi));
     } else {
       for (int64_t i = b; i < e; ++i) {
         const size_t k = static_cast<size_t>(L.ScaleIndex(i));
-        y[i] = static_cast<Out>(Saturate(static_cast<double>(std::nearbyint(x[i] / s[k])) + z[k], lo, hi));
+        y[i] = static_cast<Out>(QuantizeValue(x[i] / s[k], z[k], lo, hi));
       }
     }
   });
@@ -456,7 +464,7 @@ absl::Status DynamicQuantizeLinear(OpContext& ctx) {
   const int32_t zp = static_cast<int32_t>(zpf);
   Tensor& y = ctx.AllocateOutput(0, DType::kUInt8, x.shape());
   uint8_t* yp = y.data<uint8_t>();
-  for (int64_t i = 0; i < n; ++i) yp[i] = static_cast<uint8_t>(Saturate(static_cast<double>(std::nearbyint(xp[i] / scale)) + zp, 0, 255));
+  for (int64_t i = 0; i < n; ++i) yp[i] = static_cast<uint8_t>(QuantizeValue(xp[i] / scale, zp, 0, 255));
   if (ctx.has_output(1)) ctx.AllocateOutput(1, DType::kFloat32, {}).data<float>()[0] = scale;
   if (ctx.has_output(2)) ctx.AllocateOutput(2, DType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
   return absl::OkStatus();
@@ -583,7 +591,9 @@ int32_t At(const std::vector<int32_t>& v, int64_t i) { return v.empty() ? 0 : v[
 // y = saturate(round(acc * float(sa * sb / sy)) + zy); the product is taken in double like the reference.
 int32_t Requantize(int32_t acc, float sa, float sb, float sy, int32_t zy, int64_t lo, int64_t hi) {
   const float mult = sa * sb / sy;
-  return Saturate(std::nearbyint(static_cast<double>(acc) * static_cast<double>(mult)) + zy, lo, hi);
+  const double v = static_cast<double>(acc) * static_cast<double>(mult);
+  if (std::isnan(v)) return static_cast<int32_t>(std::clamp<int64_t>(0, lo, hi));
+  return RoundHalfEvenClamped(v, static_cast<double>(lo - zy), static_cast<double>(hi - zy)) + zy;
 }
 
 absl::Status QLinearMatMul(OpContext& ctx) {

@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/log.h"
+#include "base/round.h"
 #include "quant/gemm_s8.h"
 
 namespace oneinfer {
@@ -81,9 +82,10 @@ inline float QdqMultiplier(float sx, float sw, float sy) { return sx * sw / sy; 
 
 // saturate(round_half_even(double(acc) * double(mult)) + zp) under the default rounding mode.
 inline int32_t QdqRequantize(int64_t acc, float mult, int32_t zp, int32_t lo, int32_t hi) {
-  const double q = std::nearbyint(static_cast<double>(acc) * static_cast<double>(mult)) + zp;
+  const double q = static_cast<double>(acc) * static_cast<double>(mult);
   if (std::isnan(q)) return std::clamp(0, lo, hi);  // NaN has no integer image
-  return static_cast<int32_t>(std::clamp(q, static_cast<double>(lo), static_cast<double>(hi)));
+  // Clamped to [lo - zp, hi - zp] before adding zp: the same as saturating after.
+  return RoundHalfEvenClamped(q, static_cast<double>(lo - zp), static_cast<double>(hi - zp)) + zp;
 }
 
 // DequantizeLinear of one requantised output: (float32(q) - float32(zp)) * s, in float32.

@@ -1,6 +1,9 @@
 // Unit tests for the quantisation ops that the ONNX 1.12 test data does not cover: opset-21 blocked and
 // 4/16-bit quantisation, com.microsoft Q/DQ, and the validation errors.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -9,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/round.h"
 #include "ops/op_util.h"
 #include "tests/op_harness.h"
 
@@ -16,6 +20,41 @@ namespace oneinfer {
 namespace {
 
 using testing::IntAttr;
+
+// The libm-free rounding the quantisers use is std::nearbyint, clamped: on ties at every scale,
+// on random bit patterns over all exponents (subnormals, huge values, infinities), both types.
+TEST(RoundHalfEven, EqualsClampedNearbyint) {
+  const auto ref_f = [](float v, float lo, float hi) { return static_cast<int32_t>(std::clamp(std::nearbyint(v), lo, hi)); };
+  const auto ref_d = [](double v, double lo, double hi) { return static_cast<int32_t>(std::clamp(std::nearbyint(v), lo, hi)); };
+  const std::pair<double, double> ranges[] = {{-128, 127}, {0, 255}, {-383, 127}, {-2147483648.0, 2147483520.0}};
+  std::vector<double> probes = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 127.5, -128.5, 255.5, 0.49999997,
+                                8388607.5, 4194304.5, 1e30, -1e30, INFINITY, -INFINITY, 1e-40, -1e-45};
+  for (int k = -600; k <= 600; ++k) probes.push_back(k + 0.5);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (!std::isnan(d)) probes.push_back(d);
+    uint32_t b32 = static_cast<uint32_t>(bits >> 11);
+    float f;
+    std::memcpy(&f, &b32, sizeof f);
+    if (!std::isnan(f)) probes.push_back(f);
+    probes.push_back(std::ldexp(static_cast<double>(bits % 20001) - 10000.0, -static_cast<int>(bits % 7)));  // small, with ties
+  }
+  int checked = 0;
+  for (const auto& [lo, hi] : ranges) {
+    for (double v : probes) {
+      ASSERT_EQ(RoundHalfEvenClamped(v, lo, hi), ref_d(v, lo, hi)) << v << " in [" << lo << ", " << hi << "]";
+      if (std::abs(lo) < 1e6) {  // float bounds are exact integers only up to 2^24
+        const float vf = static_cast<float>(v), lf = static_cast<float>(lo), hf = static_cast<float>(hi);
+        ASSERT_EQ(RoundHalfEvenClamped(vf, lf, hf), ref_f(vf, lf, hf)) << vf;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 2000000);
+}
 
 // A node and the tensors it runs on (all fed as graph inputs; an undefined tensor = omitted input).
 struct Case {
