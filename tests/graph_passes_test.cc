@@ -301,6 +301,29 @@ TEST(GraphPasses, WeightFusionIsAnOption) {
   }
 }
 
+// The fused weight product is typed for the passes after it: y -> Transpose -> MatMul(y, y^T)
+// still becomes FusedMatMul (it did not while WeightDequantMatMul had no shape rule).
+TEST(GraphPasses, WeightFusionOutputKeepsItsTypeForTheTransposeFusion) {
+  onnx::ModelProto m = WeightOnlyModel();
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_output();
+  onnx::NodeProto tr = testing::MakeNode("Transpose", {"y"}, {"y_t"}, "tr");
+  onnx::AttributeProto* perm = tr.add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  perm->add_ints(1);
+  perm->add_ints(0);
+  *g->add_node() = tr;
+  *g->add_node() = testing::MakeNode("MatMul", {"y", "y_t"}, {"yy"}, "self_product");
+  *g->add_output() = testing::TensorInfo("yy", onnx::TensorProto::FLOAT, {2, 2});
+  auto model = Load(m);
+  PassContext ctx;
+  ctx.constant_folding = false;
+  ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+  EXPECT_EQ(CountOps(model->graph, internal_ops::WeightDequantMatMul::kName), 1);
+  EXPECT_EQ(CountOps(model->graph, "FusedMatMul"), 1);
+}
+
 TEST(GraphPasses, CanonicalDomainIsOneRule) {
   EXPECT_EQ(CanonicalDomain("ai.onnx"), "");
   EXPECT_EQ(CanonicalDomain(""), "");

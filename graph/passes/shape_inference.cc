@@ -101,6 +101,21 @@ absl::StatusOr<int> InferShapes(Graph& g) {
         c.out[0].elem = c.Elem(0);
       } else if (n.op_type == internal_ops::FusedConv::kName) {
         rules.at("Conv")(c);  // a Conv's shape rule reads only its inputs and window attributes
+      } else if ((n.op_type == internal_ops::WeightDequantMatMul::kName || n.op_type == internal_ops::MatMulQ4NX::kName) &&
+                 !c.out.empty()) {
+        // A float product against a constant weight: A's type, A's shape with N columns last
+        // (typed, so a Transpose -> MatMul behind it still becomes FusedMatMul).
+        c.out[0].elem = c.Elem(0);
+        const auto* a = c.Shape(0);
+        const auto* w = c.Shape(1);
+        int64_t cols = -1;
+        if (n.op_type == internal_ops::MatMulQ4NX::kName) cols = n.GetInt(internal_ops::MatMulQ4NX::kN, -1);
+        else if (w != nullptr && w->size() == 2 && (*w)[1].is_fixed()) cols = (*w)[1].value;
+        if (a != nullptr && !a->empty() && cols >= 0) {
+          auto shape = *a;
+          shape.back() = shape_rules::Fixed(cols);
+          c.out[0].shape = shape;
+        }
       } else if (n.op_type == internal_ops::QdqMatMul::kName && !c.out.empty()) {
         // The `out` attribute's type (a folded Q -> DQ gives float32, which the Transpose ->
         // FusedMatMul fusion downstream reads), x's shape with the weight's columns last.
