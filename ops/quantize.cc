@@ -4,6 +4,8 @@
 //   bind the fused int8 kernel of ops/qdq_matmul.cc when it fits; the functions here stay their reference.)
 // Rounding is round-half-to-even (std::nearbyint under the default rounding mode), then the zero point is
 // added, then the value saturates to the type's range. Integer products accumulate exactly in int64.
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cfenv>
 #include <cmath>
@@ -226,14 +228,33 @@ absl::StatusOr<QuantLayout> MakeLayout(const Shape& x, const Tensor& scale, cons
 
 // Fast paths of the two loops below for float32 <-> int8/uint8 (per tensor or per axis): the same
 // float operations on the tensors' own storage, without the widened copies, split over threads.
+// QuantizeValue(x[i] / sc, zp, lo, hi) for i < n, four values at a time on SSE2 (the baseline):
+// divps is the same IEEE division as divss, the clamp is the same, cvtps2dq rounds in the MXCSR
+// mode like cvtss2si, and a NaN quotient gets QuantizeValue's clamp(0, lo, hi).
+template <typename Out>
+void QuantizeTensorF32(const float* x, int64_t n, float sc, int32_t zp, int64_t lo, int64_t hi, Out* y) {
+  const __m128 s = _mm_set1_ps(sc);
+  const __m128 vlo = _mm_set1_ps(static_cast<float>(lo - zp)), vhi = _mm_set1_ps(static_cast<float>(hi - zp));
+  const __m128i z = _mm_set1_epi32(zp);
+  const __m128i nan_q = _mm_set1_epi32(static_cast<int32_t>(std::clamp<int64_t>(0, lo, hi)));
+  int64_t i = 0;
+  alignas(16) int32_t q4[4];
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_div_ps(_mm_loadu_ps(x + i), s);
+    const __m128i nan = _mm_castps_si128(_mm_cmpunord_ps(v, v));
+    const __m128i q = _mm_add_epi32(_mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(v, vlo), vhi)), z);
+    _mm_store_si128(reinterpret_cast<__m128i*>(q4), _mm_or_si128(_mm_and_si128(nan, nan_q), _mm_andnot_si128(nan, q)));
+    for (int j = 0; j < 4; ++j) y[i + j] = static_cast<Out>(q4[j]);
+  }
+  for (; i < n; ++i) y[i] = static_cast<Out>(QuantizeValue(x[i] / sc, zp, lo, hi));
+}
+
 template <typename Out>
 void QuantizeF32(const float* x, int64_t n, const QuantLayout& L, const std::vector<float>& s,
                  const std::vector<int32_t>& z, int64_t lo, int64_t hi, Out* y, ThreadPool* pool) {
   ParallelFor(pool, n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
     if (L.mode == QuantLayout::Mode::kTensor) {
-      const float sc = s[0];
-      const int32_t zp = z[0];
-      for (int64_t i = b; i < e; ++i) y[i] = static_cast<Out>(QuantizeValue(x[i] / sc, zp, lo, hi));
+      QuantizeTensorF32(x + b, e - b, s[0], z[0], lo, hi, y + b);
     } else {
       for (int64_t i = b; i < e; ++i) {
         const size_t k = static_cast<size_t>(L.ScaleIndex(i));

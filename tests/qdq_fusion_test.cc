@@ -1167,6 +1167,9 @@ TEST(QdqFusion, PerNodeQuantizeAndDequantizeFastPathsKeepTheFormula) {
   std::vector<float> x = {0.125f, 0.375f, -0.125f, -0.375f, 1.0f, 31.875f, -32.125f, 1e9f, -1e9f,
                           NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.1f, -7.77f};
   for (int i = 0; i < 48; ++i) x.push_back(static_cast<float>(i - 24) * 0.0625f);
+  // Ties (x / s = k + 0.5) over the whole int8 / uint8 range and past it, and a length that
+  // leaves a tail after the four-wide loop.
+  for (int i = 0; i < 1203; ++i) x.push_back(static_cast<float>(i - 601) * 0.125f);
   const int64_t n = static_cast<int64_t>(x.size());
   for (DType t : {DType::kInt8, DType::kUInt8}) {
     SCOPED_TRACE(DTypeName(t));
