@@ -21,4 +21,12 @@ inline int32_t RoundHalfEvenClamped(double v, double lo, double hi) {
   return _mm_cvtsd_si32(_mm_set_sd(std::clamp(v, lo, hi)));
 }
 
+// The quantisers' saturate(round_half_even(v) + zp) into [lo, hi]: v is clamped to
+// [lo - zp, hi - zp] first (the same as saturating after); NaN has no integer image and gives
+// clamp(0, lo, hi), as ONNX's QuantizeLinear. A float v converts to double exactly.
+inline int32_t SaturateRounded(double v, int32_t zp, int32_t lo, int32_t hi) {
+  if (v != v) return std::clamp(0, lo, hi);
+  return RoundHalfEvenClamped(v, static_cast<double>(lo - zp), static_cast<double>(hi - zp)) + zp;
+}
+
 }  // namespace oneinfer

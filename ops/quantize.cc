@@ -146,11 +146,9 @@ int32_t Saturate(double q, int64_t lo, int64_t hi) {
   return static_cast<int32_t>(std::clamp(q, static_cast<double>(lo), static_cast<double>(hi)));
 }
 
-// Saturate(nearbyint(v) + zp, lo, hi) for a float quotient v, without the libm call: v clamped to
-// [lo - zp, hi - zp] (integers, so before rounding is the same as after), then rounded.
+// Saturate(nearbyint(v) + zp, lo, hi) for a float quotient v, without the libm call.
 int32_t QuantizeValue(float v, int32_t zp, int64_t lo, int64_t hi) {
-  if (std::isnan(v)) return static_cast<int32_t>(std::clamp<int64_t>(0, lo, hi));
-  return RoundHalfEvenClamped(v, static_cast<float>(lo - zp), static_cast<float>(hi - zp)) + zp;
+  return SaturateRounded(v, zp, static_cast<int32_t>(lo), static_cast<int32_t>(hi));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -612,9 +610,8 @@ int32_t At(const std::vector<int32_t>& v, int64_t i) { return v.empty() ? 0 : v[
 // y = saturate(round(acc * float(sa * sb / sy)) + zy); the product is taken in double like the reference.
 int32_t Requantize(int32_t acc, float sa, float sb, float sy, int32_t zy, int64_t lo, int64_t hi) {
   const float mult = sa * sb / sy;
-  const double v = static_cast<double>(acc) * static_cast<double>(mult);
-  if (std::isnan(v)) return static_cast<int32_t>(std::clamp<int64_t>(0, lo, hi));
-  return RoundHalfEvenClamped(v, static_cast<double>(lo - zy), static_cast<double>(hi - zy)) + zy;
+  return SaturateRounded(static_cast<double>(acc) * static_cast<double>(mult), zy, static_cast<int32_t>(lo),
+                         static_cast<int32_t>(hi));
 }
 
 absl::Status QLinearMatMul(OpContext& ctx) {

@@ -81,8 +81,6 @@ void DispatchOut(QdqOut out, F&& f) {
   }
 }
 
-bool IsQuantised(QdqOut out) { return QdqOutputQuantised(out); }
-
 int32_t ActivationAt(const void* a, bool a_unsigned, int64_t i) {
   return a_unsigned ? int32_t{static_cast<const uint8_t*>(a)[i]} : int32_t{static_cast<const int8_t*>(a)[i]};
 }
@@ -109,7 +107,7 @@ absl::Status ValidateQdqGemmParams(const QdqGemmParams& p) {
   }
   if (auto s = CheckZeroPoints(p.zp_x, p.x_unsigned, "x_zero_point"); !s.ok()) return s;
   if (auto s = CheckZeroPoints(p.zp_w, p.w_unsigned, "w_zero_point"); !s.ok()) return s;
-  if (IsQuantised(p.out)) {
+  if (QdqOutputQuantised(p.out)) {
     if (p.s_y.empty()) return absl::InvalidArgumentError("y_scale is empty");
     if (p.y_axis == QdqYAxis::kColumn && p.s_y.size() != 1 && static_cast<int64_t>(p.s_y.size()) != p.N) {
       return absl::InvalidArgumentError(absl::StrCat("per-column y_scale must have 1 or ", p.N, " values, got ",
@@ -145,7 +143,7 @@ QdqGemm::QdqGemm(QdqGemmParams p) : p_(std::move(p)) {
   }
   if (any) zw_ = std::move(zw);
   const bool row_dependent = p_.s_x.size() > 1 || (p_.y_axis == QdqYAxis::kRow && p_.s_y.size() > 1);
-  if (IsQuantised(p_.out) && !row_dependent) {
+  if (QdqOutputQuantised(p_.out) && !row_dependent) {
     col_mult_.resize(static_cast<size_t>(p_.N));
     for (int64_t n = 0; n < p_.N; ++n) {
       const float sy = p_.s_y[p_.y_axis == QdqYAxis::kColumn ? QdqColIndex(n, p_.s_y.size()) : 0];
@@ -235,7 +233,7 @@ void QdqGemm::Epilogue(int64_t rows, int64_t row0, const void* a, bool a_unsigne
           const float sw = p_.s_w[QdqColIndex(n, p_.s_w.size())];
           float mult = 0.0f, sy = 0.0f;
           int32_t zy = 0;
-          if constexpr (kOut != QdqOut::kFloat32 && kOut != QdqOut::kInt32) {
+          if constexpr (QdqOutputQuantised(kOut)) {
             if (p_.y_axis == QdqYAxis::kColumn) {
               zy = p_.zp_y.empty() ? 0 : p_.zp_y[QdqColIndex(n, p_.zp_y.size())];
             } else if (p_.y_axis == QdqYAxis::kRow) {
@@ -282,7 +280,7 @@ void QdqGemmReference(const QdqGemmParams& p, int64_t rows, const void* a, bool 
         const float sw = p.s_w[QdqColIndex(n, p.s_w.size())];
         float mult = 0.0f, sy = 0.0f;
         int32_t zy = 0;
-        if constexpr (kOut != QdqOut::kFloat32 && kOut != QdqOut::kInt32) {
+        if constexpr (QdqOutputQuantised(kOut)) {
           int64_t yi = 0;
           if (p.y_axis == QdqYAxis::kRow) yi = QdqRowIndex(r, p.s_y.size());
           if (p.y_axis == QdqYAxis::kColumn) yi = QdqColIndex(n, p.s_y.size());

@@ -50,8 +50,8 @@ class ThreadPool;
 // y_scale and y_zero_point into float32 (a Q -> DQ pair folded into the group).
 enum class QdqOut { kFloat32, kInt8, kUInt8, kInt32, kInt8AsFloat32, kUInt8AsFloat32 };
 // Outputs that go through y_scale / y_zero_point (as stored, or dequantised again).
-inline bool QdqOutputQuantised(QdqOut out) { return out != QdqOut::kFloat32 && out != QdqOut::kInt32; }
-inline bool QdqOutputUnsigned(QdqOut out) { return out == QdqOut::kUInt8 || out == QdqOut::kUInt8AsFloat32; }
+constexpr bool QdqOutputQuantised(QdqOut out) { return out != QdqOut::kFloat32 && out != QdqOut::kInt32; }
+constexpr bool QdqOutputUnsigned(QdqOut out) { return out == QdqOut::kUInt8 || out == QdqOut::kUInt8AsFloat32; }
 // Along what a quantised output's scale and zero point vary.
 enum class QdqYAxis { kTensor, kRow, kColumn };
 
@@ -82,10 +82,7 @@ inline float QdqMultiplier(float sx, float sw, float sy) { return sx * sw / sy; 
 
 // saturate(round_half_even(double(acc) * double(mult)) + zp) under the default rounding mode.
 inline int32_t QdqRequantize(int64_t acc, float mult, int32_t zp, int32_t lo, int32_t hi) {
-  const double q = static_cast<double>(acc) * static_cast<double>(mult);
-  if (std::isnan(q)) return std::clamp(0, lo, hi);  // NaN has no integer image
-  // Clamped to [lo - zp, hi - zp] before adding zp: the same as saturating after.
-  return RoundHalfEvenClamped(q, static_cast<double>(lo - zp), static_cast<double>(hi - zp)) + zp;
+  return SaturateRounded(static_cast<double>(acc) * static_cast<double>(mult), zp, lo, hi);
 }
 
 // DequantizeLinear of one requantised output: (float32(q) - float32(zp)) * s, in float32.

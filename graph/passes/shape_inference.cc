@@ -101,32 +101,32 @@ absl::StatusOr<int> InferShapes(Graph& g) {
         c.out[0].elem = c.Elem(0);
       } else if (n.op_type == internal_ops::FusedConv::kName) {
         rules.at("Conv")(c);  // a Conv's shape rule reads only its inputs and window attributes
-      } else if ((n.op_type == internal_ops::WeightDequantMatMul::kName || n.op_type == internal_ops::MatMulQ4NX::kName) &&
+      } else if ((n.op_type == internal_ops::WeightDequantMatMul::kName || n.op_type == internal_ops::MatMulQ4NX::kName ||
+                  n.op_type == internal_ops::QdqMatMul::kName) &&
                  !c.out.empty()) {
-        // A float product against a constant weight: A's type, A's shape with N columns last
-        // (typed, so a Transpose -> MatMul behind it still becomes FusedMatMul).
-        c.out[0].elem = c.Elem(0);
-        const auto* a = c.Shape(0);
-        const auto* w = c.Shape(1);
-        int64_t cols = -1;
-        if (n.op_type == internal_ops::MatMulQ4NX::kName) cols = n.GetInt(internal_ops::MatMulQ4NX::kN, -1);
-        else if (w != nullptr && w->size() == 2 && (*w)[1].is_fixed()) cols = (*w)[1].value;
-        if (a != nullptr && !a->empty() && cols >= 0) {
-          auto shape = *a;
-          shape.back() = shape_rules::Fixed(cols);
-          c.out[0].shape = shape;
+        // The fused products against a constant [K, N] weight: A's shape with N columns last, and
+        // typed, so a Transpose -> MatMul behind them still becomes FusedMatMul. QdqMatMul's type
+        // is its `out` attribute's (a folded Q -> DQ gives float32); the others keep A's.
+        using Qdq = internal_ops::QdqMatMul;
+        const bool qdq = n.op_type == Qdq::kName;
+        if (qdq) {
+          const std::string out = n.GetString(Qdq::kOut, "float32");
+          c.out[0].elem = out == "int8" ? DType::kInt8 : out == "uint8" ? DType::kUInt8 : DType::kFloat32;
+        } else {
+          c.out[0].elem = c.Elem(0);
         }
-      } else if (n.op_type == internal_ops::QdqMatMul::kName && !c.out.empty()) {
-        // The `out` attribute's type (a folded Q -> DQ gives float32, which the Transpose ->
-        // FusedMatMul fusion downstream reads), x's shape with the weight's columns last.
-        using Op = internal_ops::QdqMatMul;
-        const std::string out = n.GetString(Op::kOut, "float32");
-        c.out[0].elem = out == "int8" ? DType::kInt8 : out == "uint8" ? DType::kUInt8 : DType::kFloat32;
-        const auto* x = c.Shape(Op::kX);
-        const auto* w = c.Shape(Op::kW);
-        if (x != nullptr && w != nullptr && !x->empty() && w->size() == 2) {
-          auto shape = *x;
-          shape.back() = (*w)[1];
+        const Dims* a = c.Shape(0);  // QdqMatMul's x and the others' A
+        const Dims* w = c.Shape(qdq ? Qdq::kW : 1);
+        std::optional<Dim> cols;
+        if (n.op_type == internal_ops::MatMulQ4NX::kName) {
+          const int64_t v = n.GetInt(internal_ops::MatMulQ4NX::kN, -1);
+          if (v >= 0) cols = shape_rules::Fixed(v);
+        } else if (w != nullptr && w->size() == 2) {
+          cols = (*w)[1];
+        }
+        if (a != nullptr && !a->empty() && cols) {
+          Dims shape = *a;
+          shape.back() = *cols;
           c.out[0].shape = shape;
         }
       }
