@@ -15,6 +15,7 @@
 #include "ops/qdq_matmul.h"
 
 #include <atomic>
+#include <map>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -232,12 +233,21 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MakeQdqMatMul(const KernelInit& init) 
   p.w = w->raw_data();
   p.w_unsigned = w->dtype() == DType::kUInt8;
   const std::string out = n.GetString(internal_ops::QdqMatMul::kOut, "float32");
-  p.out = out == "int8"              ? QdqOut::kInt8
-          : out == "uint8"            ? QdqOut::kUInt8
-          : out == "int8_as_float32"  ? QdqOut::kInt8AsFloat32
-          : out == "uint8_as_float32" ? QdqOut::kUInt8AsFloat32
-                                      : QdqOut::kFloat32;
+  static const std::map<std::string, QdqOut> kOuts = {{"float32", QdqOut::kFloat32},
+                                                      {"int8", QdqOut::kInt8},
+                                                      {"uint8", QdqOut::kUInt8},
+                                                      {"int8_as_float32", QdqOut::kInt8AsFloat32},
+                                                      {"uint8_as_float32", QdqOut::kUInt8AsFloat32}};
+  const auto known = kOuts.find(out);
+  if (known == kOuts.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": out '", out,
+                                                   "' is not one of float32, int8, uint8, int8_as_float32, uint8_as_float32"));
+  }
+  p.out = known->second;
   const int64_t y_axis = n.GetInt(internal_ops::QdqMatMul::kYAxis, 0);
+  if (y_axis < 0 || y_axis > 2) {
+    return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": y_axis ", y_axis, " is not 0 (tensor), 1 (row) or 2 (column)"));
+  }
   p.y_axis = y_axis == 1 ? QdqYAxis::kRow : y_axis == 2 ? QdqYAxis::kColumn : QdqYAxis::kTensor;
   const Tensor* zx = n.HasInput(2) ? init.ConstantInput(2) : nullptr;
   p.x_unsigned = zx != nullptr ? zx->dtype() == DType::kUInt8 : DeclaredType(init, 0) == DType::kUInt8;

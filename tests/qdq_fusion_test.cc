@@ -17,6 +17,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/kernel_tier.h"
@@ -453,6 +454,32 @@ TEST(QdqFusion, FoldedOutputKeepsItsTypeForLaterFusions) {
   const TypeInfo* y = (*s)->graph().FindType("y_dq");
   ASSERT_NE(y, nullptr);
   EXPECT_EQ(y->elem, DType::kFloat32);
+}
+
+// A QdqMatMul node written by hand (the internal domain is loadable) with an `out` or `y_axis` it
+// does not know is a load error naming the node, not a guess.
+TEST(QdqFusion, UnknownOutOrAxisOfAWrittenQdqMatMulIsAnError) {
+  for (const auto& [out, axis, want] : std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"int16", 0, "out 'int16' is not one of"}, {"uint8_as_float32", 3, "y_axis 3 is not 0"}}) {
+    Case c;
+    Built b = Build(c);
+    Graph& g = b.model->graph;
+    g.opsets[internal_ops::kDomain] = internal_ops::kOpset;
+    Node f;
+    f.op_type = internal_ops::QdqMatMul::kName;
+    f.domain = internal_ops::kDomain;
+    f.name = "hand_written";
+    f.inputs = {"x_q", "s_x", "", "w_q", "s_w", "", "s_y", "zp_y"};
+    f.outputs = {"y_q"};
+    f.attrs["out"] = Attribute::String("out", out);
+    f.attrs["y_axis"] = Attribute::Int("y_axis", axis);
+    g.nodes = {f};
+    g.outputs = {ValueInfo{"y_q", {}}};
+    auto s = SessionImpl::Create(std::move(b.model), SessionOptions{});
+    ASSERT_FALSE(s.ok()) << out;
+    EXPECT_NE(s.status().message().find(want), std::string::npos) << s.status();
+    EXPECT_NE(s.status().message().find("hand_written"), std::string::npos) << s.status();
+  }
 }
 
 // A DequantizeLinear that does not undo the output quantisation stays a node of its own.
