@@ -3,6 +3,7 @@
 // GB/s = weight bytes streamed per call (K*N for int8, 4*K*N for float) / real time.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
@@ -80,6 +81,30 @@ void BM_Int8(benchmark::State& state, const char* tier) {
 void BM_gemm_s8s8_s32(benchmark::State& state, const char* tier) { BM_Int8<int8_t>(state, tier); }
 void BM_gemm_u8s8_s32(benchmark::State& state, const char* tier) { BM_Int8<uint8_t>(state, tier); }
 
+// Decode as the model sees it: the layer's weights come from memory, not the caches. Cycles
+// through enough copies of one K x N matrix (>= 256 MB) that none is cached when it is used
+// again; the GB/s counter is then set against bench_membw's read bandwidth. Args: M, K, N, threads.
+void BM_Int8Streamed(benchmark::State& state) {
+  const Shape s(state);
+  std::mt19937 rng(42);
+  const std::vector<int8_t> a = RandomInts<int8_t>(s.M * s.K, -128, 127, rng);
+  const std::vector<int8_t> w = RandomInts<int8_t>(s.K * s.N, -128, 127, rng);
+  const int64_t copies = std::max<int64_t>(2, (int64_t{256} << 20) / (s.K * s.N));
+  std::vector<oneinfer::PackedWeightsS8> packed;
+  for (int64_t i = 0; i < copies; ++i) packed.push_back(oneinfer::PackedWeightsS8::Pack(w.data(), s.K, s.N, s.N));
+  std::vector<int32_t> c(s.M * s.N);
+  auto pool = MakePool(s.threads);
+  size_t next = 0;
+  for (auto _ : state) {
+    oneinfer::GemmS8S8S32(s.M, a.data(), s.K, packed[next], c.data(), s.N, pool.get());
+    next = (next + 1) % packed.size();
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, s, 1);
+  state.SetLabel(oneinfer::Int8TierName());
+}
+
 // Float baseline: the packed float GEMM the MatMul op runs today.
 void BM_SgemmPacked(benchmark::State& state) {
   const Shape s(state);
@@ -131,6 +156,9 @@ BENCHMARK_CAPTURE(BM_gemm_s8s8_s32, avx512vnni, "avx512vnni")->Apply(Shapes);
 // u8 activations skip the shift; only the VNNI tier treats them differently from s8.
 BENCHMARK_CAPTURE(BM_gemm_u8s8_s32, avx512vnni, "avx512vnni")->Apply(Shapes);
 BENCHMARK(BM_SgemmPacked)->Apply(Shapes);
+BENCHMARK(BM_Int8Streamed)->ArgNames({"M", "K", "N", "threads"})
+    ->ArgsProduct({{1, 4, 8, 16}, {1024}, {3072}, {2}})->Args({1, 3072, 1024, 2})->Args({16, 3072, 1024, 2})
+    ->UseRealTime();
 BENCHMARK(BM_MatMulA8W8)->Apply(Shapes);
 
 }  // namespace

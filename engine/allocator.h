@@ -58,6 +58,8 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   size_t bytes_in_use() const;
   size_t peak_bytes() const;
   void ResetPeak();
+  // Bytes of freed blocks kept for reuse.
+  size_t cached_bytes() const;
   // Returns cached free blocks to the system.
   void Trim();
 
@@ -73,6 +75,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   size_t cached_bytes_ = 0;
   size_t in_use_ = 0;
   size_t peak_ = 0;
+  size_t busy_peak_ = 0;  // the most in use since in-use was last zero
 };
 
 // Rounds a request up to its size class (64-byte granules, then 8 classes per power of two);
