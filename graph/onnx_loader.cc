@@ -432,7 +432,9 @@ class GraphConverter {
  public:
   explicit GraphConverter(ExternalDataResolver* resolver) : resolver_(resolver) {}
 
-  absl::Status Convert(const onnx::GraphProto& gp, const std::map<std::string, int64_t>& opsets, Graph* g);
+  // consumed (optional): gp itself, whose initializers' bytes are freed as each is converted.
+  absl::Status Convert(const onnx::GraphProto& gp, const std::map<std::string, int64_t>& opsets, Graph* g,
+                       onnx::GraphProto* consumed = nullptr);
 
  private:
   absl::Status ConvertAttribute(const onnx::AttributeProto& ap, const std::map<std::string, int64_t>& opsets,
@@ -573,14 +575,18 @@ absl::StatusOr<Tensor> ConstantValue(const Node& n) {
 }
 
 absl::Status GraphConverter::Convert(const onnx::GraphProto& gp, const std::map<std::string, int64_t>& opsets,
-                                     Graph* g) {
+                                     Graph* g, onnx::GraphProto* consumed) {
   g->name = gp.name();
   g->opsets = opsets;
-  for (const auto& tp : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return Invalid("an initializer has no name");
     auto t = TensorFromProto(tp, resolver_);
     if (!t.ok()) return t.status();
     g->initializers[tp.name()] = *t;
+    // The proto's bytes go once the tensor has its own: a file with inline weights would
+    // otherwise hold them twice until the load ends.
+    if (consumed != nullptr) std::string().swap(*consumed->mutable_initializer(i)->mutable_raw_data());
   }
   for (const auto& sp : gp.sparse_initializer()) {
     auto t = SparseToDense(sp);
@@ -635,7 +641,12 @@ absl::Status GraphConverter::Convert(const onnx::GraphProto& gp, const std::map<
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
+namespace {
+
+// consumed: mp itself, whose initializer bytes may be freed while converting (ModelFromProto's
+// rvalue form), or null.
+absl::StatusOr<std::unique_ptr<Model>> ConvertModel(const onnx::ModelProto& mp, const std::string& base_dir,
+                                                    onnx::ModelProto* consumed) {
   auto model = std::make_unique<Model>();
   model->ir_version = mp.ir_version();
   model->producer = mp.producer_name();
@@ -655,16 +666,26 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& mp
   }
   ExternalDataResolver resolver(base_dir);
   GraphConverter conv(&resolver);
-  auto s = conv.Convert(mp.graph(), opsets, &model->graph);
+  auto s = conv.Convert(mp.graph(), opsets, &model->graph, consumed != nullptr ? consumed->mutable_graph() : nullptr);
   if (!s.ok()) return s;
   return model;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
+  return ConvertModel(mp, base_dir, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(onnx::ModelProto&& mp, const std::string& base_dir) {
+  return ConvertModel(mp, base_dir, &mp);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromBuffer(const void* data, size_t size, const std::string& base_dir) {
   onnx::ModelProto mp;
   auto s = ParseModelProto(data, size, &mp);
   if (!s.ok()) return s;
-  return ModelFromProto(mp, base_dir);
+  return ModelFromProto(std::move(mp), base_dir);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFile(const std::string& path) {
@@ -673,11 +694,20 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFile(const std::string& path
   const std::streamsize size = f.tellg();
   if (size < 0) return absl::NotFoundError(absl::StrCat("cannot read model '", path, "'"));
   if (fs::is_directory(path)) return Invalid(absl::StrCat("'", path, "' is a folder, not a model file"));
-  std::string buf(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  if (!f.read(buf.data(), size)) return absl::DataLossError(absl::StrCat("cannot read model '", path, "'"));
   fs::path dir = fs::path(path).parent_path();
-  auto model = LoadModelFromBuffer(buf.data(), buf.size(), dir.empty() ? "." : dir.string());
+  // The file's bytes, the parsed proto and the converted tensors are each as large as the inline
+  // weights: the bytes go after the parse and each initializer's proto bytes once converted, so a
+  // 1 GB file with inline weights peaks near two copies, not three.
+  onnx::ModelProto mp;
+  absl::Status parsed;
+  {
+    std::string buf(static_cast<size_t>(size), '\0');
+    f.seekg(0);
+    if (!f.read(buf.data(), size)) return absl::DataLossError(absl::StrCat("cannot read model '", path, "'"));
+    parsed = ParseModelProto(buf.data(), buf.size(), &mp);
+  }
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      parsed.ok() ? ModelFromProto(std::move(mp), dir.empty() ? "." : dir.string()) : parsed;
   if (!model.ok()) {
     return absl::Status(model.status().code(), absl::StrCat("model '", path, "': ", model.status().message()));
   }

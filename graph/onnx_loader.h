@@ -51,6 +51,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFromBuffer(const void* data, siz
 // Converts a parsed ModelProto (used by tools that build protos in memory).
 absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(const onnx::ModelProto& proto,
                                                       const std::string& base_dir);
+// The same, freeing each initializer's bytes in the proto as soon as its tensor is made.
+absl::StatusOr<std::unique_ptr<Model>> ModelFromProto(onnx::ModelProto&& proto, const std::string& base_dir);
 
 // Protobuf's default recursion limit: a Graph -> Node -> Attribute -> Graph chain spends 3 levels
 // per subgraph and the value types inside the deepest up to 5 more, so 31 levels of If/Loop/Scan
