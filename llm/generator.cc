@@ -67,10 +67,6 @@ size_t SelectByMass(std::vector<Candidate>& c, size_t lo, size_t hi, uint64_t ta
   return hi - 1;  // reached only when target is not below the range's mass
 }
 
-}  // namespace
-
-namespace {
-
 // The first index of the largest logit, as std::max_element gives it (a NaN wins only in front),
 // from eight independent lanes and then a search for the first equal: max_element's one compare
 // chain took 0.56 ms per 151936 logits (3 % of an int8 decode step; 9 ms of a 16-sequence one).
