@@ -74,4 +74,9 @@ inline uint16_t F32ToF16(float f) {
 // True when v survives a round trip through float16 unchanged (NaN counts as exact).
 inline bool ExactInFloat16(float v) { return std::isnan(v) || F16ToF32(F32ToF16(v)) == v; }
 
+// n values at once, vectorised where the CPU converts in hardware (F16C), with the values of
+// F16ToF32 and F32ToF16 (NaNs stay NaN; a signalling NaN may come back quiet).
+void WidenF16(const uint16_t* src, float* dst, int64_t n);
+void NarrowToF16(const float* src, uint16_t* dst, int64_t n);
+
 }  // namespace oneinfer

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "base/half.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
 
@@ -87,6 +88,34 @@ void BM_EigenProduct(benchmark::State& state) {
 #endif
 }
 
+// Decode's case: packed weights cycled through 256 MB, so every call streams them from memory
+// (the shapes above stay in the last-level cache). args: M, K, N, threads, half (float16 panels).
+void BM_SgemmPackedStreamed(benchmark::State& state) {
+  Operands op = FromState(state);
+  auto pool = MakePool(state.range(3));
+  const bool half = state.range(4) != 0;
+  std::vector<uint16_t> b16(op.b.size());
+  for (size_t i = 0; i < b16.size(); ++i) b16[i] = oneinfer::F32ToF16(op.b[i]);
+  const int64_t bytes = op.K * op.N * (half ? 2 : 4);
+  const int64_t copies = std::max<int64_t>(2, (int64_t{256} << 20) / bytes);
+  std::vector<oneinfer::PackedMatrixB> packed;
+  for (int64_t i = 0; i < copies; ++i) {
+    packed.push_back(half ? oneinfer::PackedMatrixB::PackHalf(false, op.K, op.N, b16.data(), op.N)
+                          : oneinfer::PackedMatrixB::Pack(false, op.K, op.N, op.b.data(), op.N));
+  }
+  size_t next = 0;
+  for (auto _ : state) {
+    oneinfer::SgemmPacked(op.M, op.N, op.K, 1.0f, op.a.data(), op.K, packed[next], 0.0f, op.c.data(), op.N,
+                          pool.get());
+    next = (next + 1) % packed.size();
+    benchmark::DoNotOptimize(op.c.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlops(state, op);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(half ? "float16 panels" : "float32 panels");
+}
+
 // Qwen3-0.6B projections: (K, N) pairs at decode (M=1), small batch (16) and prefill (128).
 void Shapes(benchmark::internal::Benchmark* b, bool threaded) {
   b->ArgNames({"M", "K", "N", "threads"});
@@ -110,5 +139,7 @@ void EigenShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_OneinferSgemm)->Apply(ThreadedShapes);
 BENCHMARK(BM_OneinferSgemmPacked)->Apply(ThreadedShapes);
 BENCHMARK(BM_EigenProduct)->Apply(EigenShapes);
+BENCHMARK(BM_SgemmPackedStreamed)->ArgNames({"M", "K", "N", "threads", "half"})
+    ->ArgsProduct({{1, 4}, {1024}, {3072}, {1, 2}, {0, 1}})->Args({1, 1024, 151936, 2, 1})->UseRealTime();
 
 }  // namespace

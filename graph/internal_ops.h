@@ -59,6 +59,20 @@ struct KVCacheAppend {
   static constexpr char kAxis[] = "axis";  // int: the sequence axis of one slot's dims
 };
 
+// A growing KV cache's block has room for up to this many more positions: the cache grows by one
+// position per step, and a block of the same size class comes back from the allocator's pool
+// instead of as freshly faulted pages.
+inline constexpr int64_t kKVCacheCapacityStep = 128;
+
+// KVCacheConcat (kv_cache_fusion.cc -> ops/slice_concat.cc): Concat(past, new) along `axis`, where
+// past is a graph input and the result a graph output (a per-layer present cache, as the optimum
+// layout writes it), into a block with room for kKVCacheCapacityStep more positions.
+struct KVCacheConcat {
+  static constexpr char kName[] = "KVCacheConcat";
+  enum Input : size_t { kPast = 0, kNew };
+  static constexpr char kAxis[] = "axis";  // int, normalised to [0, rank)
+};
+
 // KVCacheFinish (kv_cache_fusion.cc -> ops/fused.cc): KVCacheFinish(buffer, slot views...) ->
 // buffer, once every append has written its slot (the views are read only for ordering).
 struct KVCacheFinish {

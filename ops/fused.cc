@@ -39,9 +39,7 @@ absl::Status AppendCompute(OpContext& ctx) {
   buffer_shape.insert(buffer_shape.begin(), past.dim(0));
   Tensor buffer;
   if (s == 0) {
-    // Room for kCapacityStep more positions: the cache grows by one position per step, and a
-    // block of the same size class comes back from the allocator instead of fresh zeroed pages.
-    constexpr int64_t kCapacityStep = 128;
+    constexpr int64_t kCapacityStep = internal_ops::kKVCacheCapacityStep;
     Shape reserve = buffer_shape;
     reserve[static_cast<size_t>(axis) + 1] = (P + S + kCapacityStep - 1) / kCapacityStep * kCapacityStep;
     Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);

@@ -72,6 +72,30 @@ bool IsGemmType(DType d) {
 
 // ---------------------------------------------------------------- MatMul
 
+// Y = A x B over the broadcast batch `ob` of A's and B's leading dimensions (abatch, bbatch).
+template <typename T>
+void BatchedMatMul(const T* pa, const T* pb, T* py, const Shape& abatch, const Shape& bbatch, const Shape& ob,
+                   int64_t M, int64_t N, int64_t K, ThreadPool* pool) {
+  const int64_t batches = NumElements(ob);
+  if (NumElements(bbatch) == 1 && NumElements(abatch) == batches) {
+    // B is a single matrix: fold A's batch into M (the [1,S,K] x [K,N] case).
+    GemmT<T>(false, false, batches * M, N, K, T(1), pa, K, pb, N, T(0), py, N, pool);
+    return;
+  }
+  const auto sa = BroadcastStrides(abatch, ob), sb = BroadcastStrides(bbatch, ob);
+  const auto so = Strides(ob);
+  for (int64_t i = 0; i < batches; ++i) {
+    int64_t oa = 0, obb = 0, r = i;
+    for (size_t d = 0; d < so.size(); ++d) {
+      const int64_t idx = r / so[d];
+      r %= so[d];
+      oa += idx * sa[d];
+      obb += idx * sb[d];
+    }
+    GemmT<T>(false, false, M, N, K, T(1), pa + oa * M * K, K, pb + obb * K * N, N, T(0), py + i * M * N, N, pool);
+  }
+}
+
 absl::Status MatMulCompute(OpContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return InvalidArgument(ctx, "MatMul needs inputs A and B");
   const Tensor& a = ctx.input(0);
@@ -93,37 +117,29 @@ absl::Status MatMulCompute(OpContext& ctx) {
   Shape out = *ob;
   if (!a_vec) out.push_back(M);
   if (!b_vec) out.push_back(N);
+  if (a.dtype() == DType::kFloat16) {
+    // As ONNX Runtime's CPU provider computes it: both widened to float32 (in bulk: attention's
+    // float16 products read the whole cache each step), one float32 product, rounded once.
+    Tensor& y = ctx.AllocateOutputUninitialized(0, a.dtype(), out);
+    if (y.num_elements() == 0) return absl::OkStatus();
+    Tensor a32 = ctx.AllocateTemp(DType::kFloat32, a.shape(), /*zero=*/false);
+    Tensor b32 = ctx.AllocateTemp(DType::kFloat32, b.shape(), /*zero=*/false);
+    Tensor y32 = ctx.AllocateTemp(DType::kFloat32, out, /*zero=*/false);
+    WidenF16(a.data<uint16_t>(), a32.data<float>(), a.num_elements());
+    WidenF16(b.data<uint16_t>(), b32.data<float>(), b.num_elements());
+    if (K == 0) std::fill_n(y32.data<float>(), y32.num_elements(), 0.0f);
+    else BatchedMatMul<float>(a32.data<float>(), b32.data<float>(), y32.data<float>(), abatch, bbatch, *ob, M, N, K, ctx.thread_pool());
+    NarrowToF16(y32.data<float>(), y.data<uint16_t>(), y.num_elements());
+    return absl::OkStatus();
+  }
   Tensor& y = ctx.AllocateOutput(0, a.dtype(), out);
   if (y.num_elements() == 0) return absl::OkStatus();
-  const int64_t batches = NumElements(*ob);
   return VisitNumeric(a.dtype(), [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, bool>) {
-      return absl::OkStatus();
-    } else {
-      const T* pa = a.data<T>();
-      const T* pb = b.data<T>();
-      T* py = y.data<T>();
-      if (NumElements(bbatch) == 1 && NumElements(abatch) == batches) {
-        // B is a single matrix: fold A's batch into M (the [1,S,K] x [K,N] case).
-        GemmT<T>(false, false, batches * M, N, K, T(1), pa, K, pb, N, T(0), py, N, ctx.thread_pool());
-        return absl::OkStatus();
-      }
-      const auto sa = BroadcastStrides(abatch, *ob), sb = BroadcastStrides(bbatch, *ob);
-      const auto so = Strides(*ob);
-      for (int64_t i = 0; i < batches; ++i) {
-        int64_t oa = 0, obb = 0, r = i;
-        for (size_t d = 0; d < so.size(); ++d) {
-          const int64_t idx = r / so[d];
-          r %= so[d];
-          oa += idx * sa[d];
-          obb += idx * sb[d];
-        }
-        GemmT<T>(false, false, M, N, K, T(1), pa + oa * M * K, K, pb + obb * K * N, N, T(0),
-                 py + i * M * N, N, ctx.thread_pool());
-      }
-      return absl::OkStatus();
+    if constexpr (!std::is_same_v<T, bool>) {
+      BatchedMatMul<T>(a.data<T>(), b.data<T>(), y.data<T>(), abatch, bbatch, *ob, M, N, K, ctx.thread_pool());
     }
+    return absl::OkStatus();
   });
 }
 
@@ -173,13 +189,9 @@ class ConstantWeightMatMulKernel : public OpKernel {
     }
     Tensor a32 = ctx.AllocateTemp(DType::kFloat32, a.shape(), /*zero=*/false);
     Tensor y32 = ctx.AllocateTemp(DType::kFloat32, out, /*zero=*/false);
-    const uint16_t* ah = a.data<uint16_t>();
-    float* af = a32.data<float>();
-    for (int64_t i = 0; i < a.num_elements(); ++i) af[i] = F16ToF32(ah[i]);
-    multiply_(rows, af, weights_, y32.data<float>(), ctx.thread_pool());
-    const float* yf = y32.data<float>();
-    uint16_t* yh = y.data<uint16_t>();
-    for (int64_t i = 0; i < y.num_elements(); ++i) yh[i] = F32ToF16(yf[i]);
+    WidenF16(a.data<uint16_t>(), a32.data<float>(), a.num_elements());
+    multiply_(rows, a32.data<float>(), weights_, y32.data<float>(), ctx.thread_pool());
+    NarrowToF16(y32.data<float>(), y.data<uint16_t>(), y.num_elements());
     return absl::OkStatus();
   }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/checked_math.h"
+#include "graph/internal_ops.h"
 #include "ops/families.h"
 #include "ops/kernel.h"
 #include "ops/movement.h"
@@ -22,15 +23,10 @@ using namespace movement;  // NOLINT: the family's shared data-movement helpers
 // ---------------------------------------------------------------------------------------------
 // Concat, Split, Slice, Expand, Tile.
 
-absl::Status ConcatKernel(OpContext& ctx) {
-  std::vector<const Tensor*> ins;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) if (ctx.has_input(i)) ins.push_back(&ctx.input(i));
-  if (ins.empty()) return InvalidArgument(ctx, "needs at least one input");
+// The shape of `ins` joined along `axis` (already normalised), or an error naming the mismatch.
+absl::StatusOr<Shape> ConcatShape(OpContext& ctx, const std::vector<const Tensor*>& ins, int64_t axis) {
   const Tensor& first = *ins[0];
   const int64_t rank = first.rank();
-  if (rank == 0) return InvalidArgument(ctx, "cannot concatenate scalars");
-  if (ctx.opset() >= 4 && !ctx.node().HasAttr("axis")) return InvalidArgument(ctx, "attribute 'axis' is required");
-  OI_ASSIGN(axis, Axis(ctx, ctx.node().GetInt("axis", 1), rank));
   Shape out_shape = first.shape();
   out_shape[static_cast<size_t>(axis)] = 0;
   for (const Tensor* t : ins) {
@@ -44,17 +40,18 @@ absl::Status ConcatKernel(OpContext& ctx) {
     }
     out_shape[static_cast<size_t>(axis)] += t->shape()[static_cast<size_t>(axis)];
   }
-  if (ins.size() == 1) {
-    ctx.SetOutput(0, first);
-    return absl::OkStatus();
-  }
-  Tensor& out = ctx.AllocateOutput(0, first.dtype(), out_shape);
+  return out_shape;
+}
+
+// Writes `ins` joined along `axis` into `out` (of ConcatShape's shape): every element.
+absl::Status ConcatInto(OpContext& ctx, const std::vector<const Tensor*>& ins, int64_t axis, Tensor& out) {
+  const Shape& out_shape = out.shape();
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out_shape[static_cast<size_t>(d)];
-  for (int64_t d = axis + 1; d < rank; ++d) inner *= out_shape[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < out.rank(); ++d) inner *= out_shape[static_cast<size_t>(d)];
   const int64_t out_block = out_shape[static_cast<size_t>(axis)] * inner;
   // Each input contributes one contiguous block per outer index (KV caches: [B*H] blocks of S*D).
-  return VisitMove(first.dtype(), [&](auto tag) -> absl::Status {
+  return VisitMove(out.dtype(), [&](auto tag) -> absl::Status {
     using U = typename decltype(tag)::type;
     U* dst = out.data<U>();
     ParallelRows(ctx, outer, out_block, [&](int64_t b, int64_t e) {
@@ -69,6 +66,47 @@ absl::Status ConcatKernel(OpContext& ctx) {
     });
     return absl::OkStatus();
   });
+}
+
+absl::Status ConcatKernel(OpContext& ctx) {
+  std::vector<const Tensor*> ins;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) if (ctx.has_input(i)) ins.push_back(&ctx.input(i));
+  if (ins.empty()) return InvalidArgument(ctx, "needs at least one input");
+  const int64_t rank = ins[0]->rank();
+  if (rank == 0) return InvalidArgument(ctx, "cannot concatenate scalars");
+  if (ctx.opset() >= 4 && !ctx.node().HasAttr("axis")) return InvalidArgument(ctx, "attribute 'axis' is required");
+  OI_ASSIGN(axis, Axis(ctx, ctx.node().GetInt("axis", 1), rank));
+  OI_ASSIGN(out_shape, ConcatShape(ctx, ins, axis));
+  if (ins.size() == 1) {
+    ctx.SetOutput(0, *ins[0]);
+    return absl::OkStatus();
+  }
+  // Uninitialised: the copy writes every element (string elements are constructed empty).
+  Tensor& out = ins[0]->dtype() == DType::kString ? ctx.AllocateOutput(0, ins[0]->dtype(), out_shape)
+                                                  : ctx.AllocateOutputUninitialized(0, ins[0]->dtype(), out_shape);
+  return ConcatInto(ctx, ins, axis, out);
+}
+
+// KVCacheConcat(past, new): Concat along `axis` into a block with room for
+// kKVCacheCapacityStep more positions, so that each step's present cache takes the pool block
+// the step before last freed (same size class) instead of freshly faulted pages.
+absl::Status KVCacheConcatKernel(OpContext& ctx) {
+  using Op = internal_ops::KVCacheConcat;
+  OI_RETURN_IF_ERROR(RequireInputs(ctx, {Op::kPast, Op::kNew}));
+  const std::vector<const Tensor*> ins = {&ctx.input(Op::kPast), &ctx.input(Op::kNew)};
+  const int64_t rank = ins[0]->rank();
+  if (rank == 0 || ins[0]->dtype() == DType::kString) return InvalidArgument(ctx, "the KV cache must be a numeric tensor of rank >= 1");
+  OI_ASSIGN(axis, Axis(ctx, ctx.node().GetInt(Op::kAxis, 0), rank));
+  OI_ASSIGN(out_shape, ConcatShape(ctx, ins, axis));
+  constexpr int64_t kStep = internal_ops::kKVCacheCapacityStep;
+  Shape reserve = out_shape;
+  int64_t& positions = reserve[static_cast<size_t>(axis)];
+  positions = (positions + kStep - 1) / kStep * kStep;
+  Tensor block = ctx.AllocateTemp(ins[0]->dtype(), reserve, /*zero=*/false);
+  Tensor out = Tensor::Wrap(ins[0]->dtype(), out_shape, block.holder(), block.raw_data());
+  OI_RETURN_IF_ERROR(ConcatInto(ctx, ins, axis, out));
+  ctx.SetOutput(0, std::move(out));
+  return absl::OkStatus();
 }
 
 absl::Status SplitKernel(OpContext& ctx) {
@@ -391,6 +429,8 @@ absl::Status PadKernel(OpContext& ctx) {
 
 void RegisterSliceConcatOps(KernelRegistry& r) {
   AddVersions(r, "Concat", {1, 4, 11, 13}, ConcatKernel);
+  r.AddFn(internal_ops::kDomain, internal_ops::KVCacheConcat::kName, internal_ops::kOpset, internal_ops::kOpset,
+          KVCacheConcatKernel);
   AddVersions(r, "Split", {1, 2, 11, 13, 18}, SplitKernel);
   AddVersions(r, "Slice", {1, 10, 11, 13}, SliceKernel);
   AddVersions(r, "Expand", {8, 13}, ExpandKernel);

@@ -70,5 +70,62 @@ TEST(Float16MatMul, ConstantWeightIsTheWidenedProductRoundedOnce) {
   }
 }
 
+// Both operands computed (attention's q x k^T and probs x v in a float16 graph): widened in bulk,
+// multiplied in float32 head by head over the broadcast batch, rounded once. Integer values
+// small enough that every float32 sum is exact, so the rounded result is known exactly.
+TEST(Float16MatMul, TwoActivationsBroadcastOverTheBatchRoundedOnce) {
+  struct Case { std::vector<int64_t> a, b, y; };
+  const Case cases[] = {{{2, 3, 5}, {2, 5, 4}, {2, 3, 4}},       // batch by batch
+                        {{3, 5}, {2, 5, 4}, {2, 3, 4}},          // A broadcast over B's batch
+                        {{1, 2, 3, 5}, {2, 1, 5, 4}, {2, 2, 3, 4}},  // both broadcast
+                        {{2, 1, 5}, {5, 9}, {2, 1, 9}}};         // B one matrix: batch folded into M
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> u(-40, 40);
+  for (const Case& c : cases) {
+    onnx::ModelProto m = MakeModel();
+    auto* g = m.mutable_graph();
+    *g->add_input() = TensorInfo("a", onnx::TensorProto::FLOAT16, c.a);
+    *g->add_input() = TensorInfo("b", onnx::TensorProto::FLOAT16, c.b);
+    *g->add_node() = MakeNode("MatMul", {"a", "b"}, {"y"});
+    *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT16, c.y);
+    const std::string bytes = m.SerializeAsString();
+    SessionOptions o;
+    o.num_threads = 2;
+    auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    Tensor a = Tensor::Empty(DType::kFloat16, c.a), b = Tensor::Empty(DType::kFloat16, c.b);
+    for (int64_t i = 0; i < a.num_elements(); ++i) a.data<uint16_t>()[i] = F32ToF16(static_cast<float>(u(rng)));
+    for (int64_t i = 0; i < b.num_elements(); ++i) b.data<uint16_t>()[i] = F32ToF16(static_cast<float>(u(rng)) / 8);
+    auto y = (*s)->Run({{"a", a}, {"b", b}});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ASSERT_EQ((*y)[0].shape(), Shape(c.y.begin(), c.y.end()));
+    // The reference: index A and B through the broadcast batch by hand.
+    const int64_t K = c.a.back(), N = c.b.back(), M = c.a[c.a.size() - 2];
+    const size_t rank = c.y.size();
+    auto offset = [&](const std::vector<int64_t>& dims, const std::vector<int64_t>& idx) {  // batch dims only
+      int64_t off = 0;
+      const size_t lead = rank - dims.size();
+      for (size_t d = lead; d + 2 < rank; ++d) off = off * dims[d - lead] + (dims[d - lead] == 1 ? 0 : idx[d]);
+      return off;
+    };
+    const int64_t batches = (*y)[0].num_elements() / (M * N);
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t r = bi, d = static_cast<int64_t>(rank) - 3; d >= 0; --d) {
+        idx[static_cast<size_t>(d)] = r % c.y[static_cast<size_t>(d)];
+        r /= c.y[static_cast<size_t>(d)];
+      }
+      const int64_t oa = offset(c.a, idx) * M * K, ob = offset(c.b, idx) * K * N;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          float want = 0;
+          for (int64_t k = 0; k < K; ++k)
+            want += F16ToF32(a.data<uint16_t>()[oa + i * K + k]) * F16ToF32(b.data<uint16_t>()[ob + k * N + j]);
+          ASSERT_EQ((*y)[0].data<uint16_t>()[(bi * M + i) * N + j], F32ToF16(want)) << bi << " " << i << " " << j;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oneinfer

@@ -240,6 +240,80 @@ TEST(GraphPasses, TheStackedKVCacheRunsFusedToTheSameValues) {
   }
 }
 
+// One layer's cache in the optimum layout: past [1, 2, T, 4] (a graph input) -> Concat(new,
+// axis -2) -> present (a graph output), which the layer reads too (Neg). With `as_output` false
+// the Concat's result is not a graph output: not a cache, left alone.
+onnx::ModelProto PerLayerKVModel(bool as_output) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  onnx::ValueInfoProto past = testing::TensorInfo("past", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  past.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_param("past_len");
+  *g->add_input() = past;
+  onnx::ValueInfoProto fresh = testing::TensorInfo("new", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  fresh.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_param("heads");
+  *g->add_input() = fresh;
+  onnx::NodeProto concat = testing::MakeNode("Concat", {"past", "new"}, {"present"});
+  auto* axis = concat.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(-2);
+  *g->add_node() = concat;
+  *g->add_node() = testing::MakeNode("Neg", {"present"}, {"y"});
+  auto unshaped = [](const std::string& name) {  // rank and length left to inference
+    onnx::ValueInfoProto v;
+    v.set_name(name);
+    v.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    return v;
+  };
+  *g->add_output() = unshaped("y");
+  if (as_output) *g->add_output() = unshaped("present");
+  return m;
+}
+
+TEST(GraphPasses, APerLayerCacheConcatGrowsInPlaceOfTheConcatToTheSameValues) {
+  for (bool as_output : {true, false}) {
+    auto model = Load(PerLayerKVModel(as_output));
+    ASSERT_NE(model, nullptr);
+    PassReport report;
+    PassContext ctx;
+    ctx.report = &report;
+    ctx.check_uses = true;
+    const absl::Status passes = RunSessionPasses(model->graph, ctx);
+    ASSERT_TRUE(passes.ok()) << passes;
+    EXPECT_EQ(CountOps(model->graph, internal_ops::KVCacheConcat::kName), as_output ? 1 : 0);
+    EXPECT_EQ(CountOps(model->graph, "Concat"), as_output ? 0 : 1);
+
+    const std::string bytes = PerLayerKVModel(as_output).SerializeAsString();
+    auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (int64_t T : {0, 3, 130}) {  // empty past, a few positions, past one capacity step
+      std::vector<float> past(static_cast<size_t>(2 * T * 4)), fresh(8);
+      for (size_t i = 0; i < past.size(); ++i) past[i] = static_cast<float>(i);
+      for (size_t i = 0; i < fresh.size(); ++i) fresh[i] = 1000.f + static_cast<float>(i);
+      auto out = (*s)->Run({{"past", Tensor::FromVector(DType::kFloat32, {1, 2, T, 4}, past)},
+                            {"new", Tensor::FromVector(DType::kFloat32, {1, 2, 1, 4}, fresh)}},
+                           {"y"});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ((*out)[0].shape(), (Shape{1, 2, T + 1, 4}));
+      const float* y = (*out)[0].data<float>();
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t t = 0; t <= T; ++t) {
+          for (int64_t d = 0; d < 4; ++d) {
+            const float want = t < T ? past[static_cast<size_t>((h * T + t) * 4 + d)] : fresh[static_cast<size_t>(h * 4 + d)];
+            ASSERT_EQ(y[(h * (T + 1) + t) * 4 + d], -want) << T << " " << h << " " << t << " " << d;
+          }
+        }
+      }
+    }
+    // Mismatched heads: the kernel names the shapes (as Concat does), no crash.
+    auto bad = (*s)->Run({{"past", Tensor::FromVector(DType::kFloat32, {1, 2, 1, 4}, std::vector<float>(8))},
+                          {"new", Tensor::FromVector(DType::kFloat32, {1, 3, 1, 4}, std::vector<float>(12))}},
+                         {"y"});
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("differ outside axis"), std::string::npos) << bad.status();
+  }
+}
+
 // A pass that edits the nodes without telling the index.
 class ForgetfulPass : public GraphPass {
  public:

@@ -167,5 +167,34 @@ TEST(Half, EveryFloat16SurvivesARoundTrip) {
   EXPECT_FALSE(ExactInFloat16(65520.0f));
 }
 
+// The bulk conversions (F16C where the CPU has it) give the scalar ones' bits: every float16
+// pattern widened, and the dense float set narrowed, at lengths that leave a scalar tail.
+TEST(Half, BulkConversionsMatchTheScalarOnes) {
+  std::vector<uint16_t> all(0x10000u + 5);
+  for (size_t h = 0; h < all.size(); ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> wide(all.size());
+  WidenF16(all.data(), wide.data(), static_cast<int64_t>(all.size()));
+  for (size_t h = 0; h < all.size(); ++h) {
+    if (IsF16NaN(all[h])) {
+      ASSERT_TRUE(std::isnan(wide[h])) << std::hex << h;
+      ASSERT_EQ(Bits(wide[h]) >> 31, Bits(F16ToF32(all[h])) >> 31) << std::hex << h;
+    } else {
+      ASSERT_EQ(Bits(wide[h]), Bits(F16ToF32(all[h]))) << std::hex << h;
+    }
+  }
+  std::vector<float> floats = DenseFloats();
+  floats.push_back(1.0f);  // an odd count: a tail after the 8-wide blocks
+  std::vector<uint16_t> narrow(floats.size());
+  NarrowToF16(floats.data(), narrow.data(), static_cast<int64_t>(floats.size()));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    const uint16_t want = F32ToF16(floats[i]);
+    if (IsF16NaN(want)) {
+      ASSERT_EQ(narrow[i] & 0xfe00u, want & 0xfe00u) << i;  // sign, exponent, quiet bit
+    } else {
+      ASSERT_EQ(narrow[i], want) << std::hex << Bits(floats[i]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oneinfer

@@ -5,7 +5,8 @@
 //   qdq_fusion               DequantizeLinear x2 -> MatMul [-> QuantizeLinear] -> QdqMatMul
 //   rms_norm_fusion          the six-node RMSNorm chain -> RMSNorm
 //   weight_dequant_fusion    constant-weight DequantizeLinear -> MatMul B -> WeightDequantMatMul
-//   kv_cache_fusion          the stacked KV cache's Gather/Concat chains -> KVCacheAppend/Finish
+//   kv_cache_fusion          the stacked KV cache's Gather/Concat chains -> KVCacheAppend/Finish;
+//                            per-layer past -> Concat -> present -> KVCacheConcat
 //   dead_node_elimination    nodes and initializers nothing reads
 //   constant_folding         nodes whose inputs are all constants -> initializers
 //   conv_fusion              Conv -> BatchNormalization / channel affine -> activation -> scalar affine -> FusedConv
@@ -52,6 +53,10 @@ absl::StatusOr<int> FoldConstants(Graph& g, UseDefIndex& uses, const NodeEvaluat
 // of caches rewritten. Requires topological order; the nodes are out of order after a rewrite
 // (the pass sorts them again), and the Unsqueezes left dead await RemoveDeadNodes.
 int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
+
+// Rewrites Concat(graph input, x) -> graph output (a per-layer KV cache: past -> present) into the
+// internal KVCacheConcat, which reserves room to grow. Returns the number rewritten.
+int FusePerLayerKVCache(Graph& g, UseDefIndex& uses);
 
 // Rewrites Mul(x,x) -> ReduceMean(-1) -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(., w) into one
 // internal RMSNorm node (see rms_norm_fusion.cc), when eps and w are constants. Returns the

@@ -99,6 +99,8 @@ absl::StatusOr<int> InferShapes(Graph& g) {
         for (size_t k = 0; k < c.out.size(); ++k) c.out[k].elem = c.Elem(k == 0 ? 1 : 0);
       } else if (n.op_type == internal_ops::KVCacheFinish::kName && !c.out.empty()) {
         c.out[0].elem = c.Elem(0);
+      } else if (n.op_type == internal_ops::KVCacheConcat::kName) {
+        rules.at("Concat")(c);  // ONNX Concat's rule: the same inputs and `axis`
       } else if (n.op_type == internal_ops::FusedConv::kName) {
         rules.at("Conv")(c);  // a Conv's shape rule reads only its inputs and window attributes
       } else if ((n.op_type == internal_ops::WeightDequantMatMul::kName || n.op_type == internal_ops::MatMulQ4NX::kName ||
