@@ -102,6 +102,11 @@ absl::Status KVCacheConcatKernel(OpContext& ctx) {
   Shape reserve = out_shape;
   int64_t& positions = reserve[static_cast<size_t>(axis)];
   positions = (positions + kStep - 1) / kStep * kStep;
+  // The room is bounded (a graph whose input -> Concat -> output is not a cache must not pay
+  // much for it): at most the result's own size or 16 MB, whichever is more.
+  const size_t bytes = static_cast<size_t>(NumElements(out_shape)) * DTypeSize(ins[0]->dtype());
+  const size_t reserved = static_cast<size_t>(NumElements(reserve)) * DTypeSize(ins[0]->dtype());
+  if (reserved - bytes > std::max(bytes, size_t{16} << 20)) reserve = out_shape;
   Tensor block = ctx.AllocateTemp(ins[0]->dtype(), reserve, /*zero=*/false);
   Tensor out = Tensor::Wrap(ins[0]->dtype(), out_shape, block.holder(), block.raw_data());
   OI_RETURN_IF_ERROR(ConcatInto(ctx, ins, axis, out));

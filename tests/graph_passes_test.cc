@@ -314,6 +314,33 @@ TEST(GraphPasses, APerLayerCacheConcatGrowsInPlaceOfTheConcatToTheSameValues) {
   }
 }
 
+// The room to grow is kKVCacheCapacityStep positions, but never more than the result's own size
+// or 16 MB: a wide tensor that happens to flow input -> Concat -> output is not blown up 64x.
+TEST(GraphPasses, APerLayerCacheReservesBoundedRoom) {
+  const std::string bytes = PerLayerKVModel(true).SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto out = (*s)->Run({{"past", Tensor::FromVector(DType::kFloat32, {1, 2, 3, 4}, std::vector<float>(24))},
+                        {"new", Tensor::FromVector(DType::kFloat32, {1, 2, 1, 4}, std::vector<float>(8))}},
+                       {"y"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GE((*s)->peak_intermediate_bytes(), size_t{2 * internal_ops::kKVCacheCapacityStep * 4 * 4});
+
+  // Wide rows: two positions of 2 x 1M floats (16 MB); 128 positions would be 1 GB.
+  onnx::ModelProto m = PerLayerKVModel(true);
+  for (int i = 0; i < 2; ++i) {
+    m.mutable_graph()->mutable_input(i)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(3)->set_dim_value(1 << 20);
+  }
+  const std::string wide = m.SerializeAsString();
+  auto w = Session::LoadFromBuffer(wide.data(), wide.size(), OneThread());
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto y = (*w)->Run({{"past", Tensor::Empty(DType::kFloat32, {1, 2, 1, 1 << 20})},
+                      {"new", Tensor::Empty(DType::kFloat32, {1, 2, 1, 1 << 20})}},
+                     {"y"});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_LT((*w)->peak_intermediate_bytes(), size_t{128} << 20);
+}
+
 // A pass that edits the nodes without telling the index.
 class ForgetfulPass : public GraphPass {
  public:

@@ -161,11 +161,12 @@ int FusePerLayerKVCache(Graph& g, UseDefIndex& uses) {
         !n.HasAttr("axis") || !outputs.count(n.outputs[0])) {
       continue;
     }
+    // [batch, heads, positions, head size], joined along the positions.
     auto past = input_rank.find(n.inputs[0]);
-    if (past == input_rank.end() || past->second < 2) continue;
+    if (past == input_rank.end() || past->second != 4) continue;
     int64_t axis = n.GetInt("axis", 0);
     if (axis < 0) axis += past->second;
-    if (axis < 0 || axis >= past->second) continue;  // the Concat kernel reports it
+    if (axis != 2) continue;
     Node grow;
     grow.op_type = internal_ops::KVCacheConcat::kName;
     grow.domain = internal_ops::kDomain;

@@ -54,8 +54,9 @@ absl::StatusOr<int> FoldConstants(Graph& g, UseDefIndex& uses, const NodeEvaluat
 // (the pass sorts them again), and the Unsqueezes left dead await RemoveDeadNodes.
 int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
 
-// Rewrites Concat(graph input, x) -> graph output (a per-layer KV cache: past -> present) into the
-// internal KVCacheConcat, which reserves room to grow. Returns the number rewritten.
+// Rewrites Concat(graph input, x, axis 2) -> graph output of rank 4 (a per-layer KV cache
+// [batch, heads, positions, head size]: past -> present) into the internal KVCacheConcat, which
+// reserves room to grow. Returns the number rewritten.
 int FusePerLayerKVCache(Graph& g, UseDefIndex& uses);
 
 // Rewrites Mul(x,x) -> ReduceMean(-1) -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(., w) into one
