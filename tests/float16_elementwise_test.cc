@@ -39,13 +39,7 @@ TEST(Float16Elementwise, ArithmeticIsTheFloat32ResultRoundedOnce) {
       {"Mul", [](float x, float y) { return x * y; }}, {"Div", [](float x, float y) { return x / y; }}};
   for (const auto& [op, fn] : ops) {
     for (const Case& c : cases) {
-      onnx::ModelProto m = MakeModel();
-      auto* g = m.mutable_graph();
-      *g->add_input() = TensorInfo("a", onnx::TensorProto::FLOAT16, c.a);
-      *g->add_input() = TensorInfo("b", onnx::TensorProto::FLOAT16, c.b);
-      *g->add_node() = MakeNode(op, {"a", "b"}, {"y"});
-      *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT16, c.y);
-      const std::string bytes = m.SerializeAsString();
+      const std::string bytes = BinaryModel(op, onnx::TensorProto::FLOAT16, c.a, c.b, c.y).SerializeAsString();
       SessionOptions o;
       o.num_threads = 2;
       auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), o);

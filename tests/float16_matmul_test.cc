@@ -82,13 +82,7 @@ TEST(Float16MatMul, TwoActivationsBroadcastOverTheBatchRoundedOnce) {
   std::mt19937 rng(9);
   std::uniform_int_distribution<int> u(-40, 40);
   for (const Case& c : cases) {
-    onnx::ModelProto m = MakeModel();
-    auto* g = m.mutable_graph();
-    *g->add_input() = TensorInfo("a", onnx::TensorProto::FLOAT16, c.a);
-    *g->add_input() = TensorInfo("b", onnx::TensorProto::FLOAT16, c.b);
-    *g->add_node() = MakeNode("MatMul", {"a", "b"}, {"y"});
-    *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT16, c.y);
-    const std::string bytes = m.SerializeAsString();
+    const std::string bytes = BinaryModel("MatMul", onnx::TensorProto::FLOAT16, c.a, c.b, c.y).SerializeAsString();
     SessionOptions o;
     o.num_threads = 2;
     auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), o);

@@ -97,6 +97,18 @@ inline onnx::ModelProto MakeModel(int opset = 21) {
   return m;
 }
 
+// y = op(a, b): one node, both operands graph inputs of elem_type.
+inline onnx::ModelProto BinaryModel(const std::string& op, int elem_type, const std::vector<int64_t>& a,
+                                    const std::vector<int64_t>& b, const std::vector<int64_t>& y) {
+  onnx::ModelProto m = MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = TensorInfo("a", elem_type, a);
+  *g->add_input() = TensorInfo("b", elem_type, b);
+  *g->add_node() = MakeNode(op, {"a", "b"}, {"y"});
+  *g->add_output() = TensorInfo("y", elem_type, y);
+  return m;
+}
+
 // A fresh, empty folder under the system temp dir.
 inline std::filesystem::path TempDir(const std::string& tag) {
   auto p = std::filesystem::temp_directory_path() /
