@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "graph/internal_ops.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes/passes.h"
@@ -462,9 +463,10 @@ int FusedMatMulsAfterPasses(const onnx::ModelProto& m) {
   return CountOps(model->graph, "FusedMatMul");
 }
 
-TEST(GraphPasses, TransposeIntoMatMulOnlyForFloat32LastTwoAxesAndASoleReader) {
+TEST(GraphPasses, TransposeIntoMatMulOnlyForFloatLastTwoAxesAndASoleReader) {
   EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT, {0, 1, 3, 2}, false)), 1);
-  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT16, {0, 1, 3, 2}, false)), 0);
+  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT16, {0, 1, 3, 2}, false)), 1);
+  EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::DOUBLE, {0, 1, 3, 2}, false)), 0);
   EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT, {0, 1, 3, 2}, true)), 0);
   EXPECT_EQ(FusedMatMulsAfterPasses(TransposedMatMulModel(onnx::TensorProto::FLOAT, {1, 0, 3, 2}, false)), 0);
 }
@@ -488,6 +490,29 @@ TEST(GraphPasses, TransposeIntoMatMulComputesTheProduct) {
         double want = 0;
         for (int64_t k = 0; k < 4; ++k) want += static_cast<double>(a[(bt * 5 + i) * 4 + k]) * b[(bt * 6 + j) * 4 + k];
         EXPECT_NEAR(y[(bt * 5 + i) * 6 + j], want, 1e-5) << bt << " " << i << " " << j;
+      }
+}
+
+// float16: the fused product is the float32 product of the widened operands, rounded once (what
+// the unfused float16 MatMul computes), for decode-sized M (the GEMM's dot-product path).
+TEST(GraphPasses, TransposeIntoMatMulComputesTheFloat16ProductRoundedOnce) {
+  const std::string bytes = TransposedMatMulModel(onnx::TensorProto::FLOAT16, {0, 1, 3, 2}, false).SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  Tensor a = Tensor::Empty(DType::kFloat16, {2, 3, 5, 4}), b = Tensor::Empty(DType::kFloat16, {2, 3, 6, 4});
+  // Multiples of 1/8 below 4: every product and sum is exact in float32.
+  for (int64_t i = 0; i < a.num_elements(); ++i) a.data<uint16_t>()[i] = F32ToF16(static_cast<float>(i % 29 - 14) / 8);
+  for (int64_t i = 0; i < b.num_elements(); ++i) b.data<uint16_t>()[i] = F32ToF16(static_cast<float>(i % 23 - 11) / 8);
+  auto out = (*s)->Run({{"A", a}, {"B", b}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].dtype(), DType::kFloat16);
+  for (int64_t bt = 0; bt < 6; ++bt)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        float want = 0;
+        for (int64_t k = 0; k < 4; ++k)
+          want += F16ToF32(a.data<uint16_t>()[(bt * 5 + i) * 4 + k]) * F16ToF32(b.data<uint16_t>()[(bt * 6 + j) * 4 + k]);
+        ASSERT_EQ((*out)[0].data<uint16_t>()[(bt * 5 + i) * 6 + j], F32ToF16(want)) << bt << " " << i << " " << j;
       }
 }
 

@@ -2,7 +2,8 @@
 // transB = 1), as ONNX Runtime's MatMul-Transpose fusion does. Attention writes Q x K^T this way
 // (torch's `q @ k.transpose(-2, -1)`, our export's scores): run as written, every decode step
 // copies the whole key cache into its transpose before the product; fused, the GEMM reads K's rows
-// in place. Only float32 operands (FusedMatMul's kernel), and only a Transpose nothing else reads.
+// in place. Only float32 or float16 operands (FusedMatMul's kernel), all three of one type, and
+// only a Transpose nothing else reads.
 #include "absl/strings/str_cat.h"
 #include "graph/passes/passes.h"
 
@@ -12,9 +13,11 @@ namespace {
 
 bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
-bool IsFloat32(const Graph& g, const std::string& v) {
+// v's element type when it is a known float32 or float16 tensor, else kUndefined.
+DType FloatElem(const Graph& g, const std::string& v) {
   const TypeInfo* t = g.FindType(v);
-  return t != nullptr && t->kind == TypeInfo::Kind::kTensor && t->elem == DType::kFloat32;
+  if (t == nullptr || t->kind != TypeInfo::Kind::kTensor) return DType::kUndefined;
+  return t->elem == DType::kFloat32 || t->elem == DType::kFloat16 ? t->elem : DType::kUndefined;
 }
 
 // perm = (0, 1, ..., r-3, r-1, r-2) for r >= 2.
@@ -40,7 +43,8 @@ int FuseTransposeIntoMatMul(Graph& g, UseDefIndex& uses) {
     // Rank 2 or more on both sides: a rank-1 A would be promoted differently by FusedMatMul.
     const TypeInfo* a_type = g.FindType(mm.inputs[0]);
     if (!SwapsLastTwo(tr.GetInts("perm")) || a_type == nullptr || !a_type->shape || a_type->shape->size() < 2) continue;
-    if (!IsFloat32(g, mm.inputs[0]) || !IsFloat32(g, tr.inputs[0]) || !IsFloat32(g, mm.outputs[0])) continue;
+    const DType elem = FloatElem(g, mm.inputs[0]);
+    if (elem == DType::kUndefined || FloatElem(g, tr.inputs[0]) != elem || FloatElem(g, mm.outputs[0]) != elem) continue;
     Node f;
     f.op_type = "FusedMatMul";
     f.domain = "com.microsoft";
