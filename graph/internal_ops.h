@@ -63,6 +63,10 @@ struct KVCacheAppend {
 // position per step, and a block of the same size class comes back from the allocator's pool
 // instead of as freshly faulted pages.
 inline constexpr int64_t kKVCacheCapacityStep = 128;
+// The positions a block for `positions` has room for: rounded up to the step.
+inline constexpr int64_t KVCacheCapacity(int64_t positions) {
+  return (positions + kKVCacheCapacityStep - 1) / kKVCacheCapacityStep * kKVCacheCapacityStep;
+}
 
 // KVCacheConcat (kv_cache_fusion.cc -> ops/slice_concat.cc): Concat(past, new) along `axis`, where
 // past is a graph input and the result a graph output (a per-layer present cache, as the optimum

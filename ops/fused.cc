@@ -39,9 +39,8 @@ absl::Status AppendCompute(OpContext& ctx) {
   buffer_shape.insert(buffer_shape.begin(), past.dim(0));
   Tensor buffer;
   if (s == 0) {
-    constexpr int64_t kCapacityStep = internal_ops::kKVCacheCapacityStep;
     Shape reserve = buffer_shape;
-    reserve[static_cast<size_t>(axis) + 1] = (P + S + kCapacityStep - 1) / kCapacityStep * kCapacityStep;
+    reserve[static_cast<size_t>(axis) + 1] = internal_ops::KVCacheCapacity(P + S);
     Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);
     buffer = Tensor::Wrap(past.dtype(), buffer_shape, block.holder(), block.raw_data());
     ctx.SetOutput(1, buffer);

@@ -98,10 +98,8 @@ absl::Status KVCacheConcatKernel(OpContext& ctx) {
   if (rank == 0 || ins[0]->dtype() == DType::kString) return InvalidArgument(ctx, "the KV cache must be a numeric tensor of rank >= 1");
   OI_ASSIGN(axis, Axis(ctx, ctx.node().GetInt(Op::kAxis, 0), rank));
   OI_ASSIGN(out_shape, ConcatShape(ctx, ins, axis));
-  constexpr int64_t kStep = internal_ops::kKVCacheCapacityStep;
   Shape reserve = out_shape;
-  int64_t& positions = reserve[static_cast<size_t>(axis)];
-  positions = (positions + kStep - 1) / kStep * kStep;
+  reserve[static_cast<size_t>(axis)] = internal_ops::KVCacheCapacity(out_shape[static_cast<size_t>(axis)]);
   // The room is bounded (a graph whose input -> Concat -> output is not a cache must not pay
   // much for it): at most the result's own size or 16 MB, whichever is more.
   const size_t bytes = static_cast<size_t>(NumElements(out_shape)) * DTypeSize(ins[0]->dtype());

@@ -1,8 +1,6 @@
 // Sgemm driver: tier dispatch, cache blocking, packing and the thread split.
 #include "ops/gemm/sgemm.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -125,17 +123,10 @@ void PackA(bool trans_a, const float* A, int64_t lda, int64_t m0, int64_t mc, in
   }
 }
 
-// dst[i] = float16 src[i] as float32 (exact): F16C where the tier has AVX2, else the portable
-// conversion.
-__attribute__((target("avx,f16c"))) void WidenHalvesF16c(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
-}
-
+// dst[i] = float16 src[i] as float32 (exact): base/half.h's bulk conversion (F16C), or the scalar
+// one on the portable tier (which tests force to cover the plain path).
 void WidenHalves(const SgemmTier& t, const uint16_t* src, float* dst, int64_t n) {
-  if (&t != &gemm_internal::kSgemmTierPortable) return WidenHalvesF16c(src, dst, n);
+  if (&t != &gemm_internal::kSgemmTierPortable) return WidenF16(src, dst, n);
   for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
 }
 
