@@ -599,6 +599,15 @@ TEST(ContribFusedMatMul, TransposesScalesAndBroadcastsBatches) {
                     {DType::kFloat32});
   ASSERT_FALSE(tb.ok());
   EXPECT_THAT(std::string(tb.status().message()), HasSubstr("transBatchA"));
+  // Mixed or unsupported element types are named, not computed.
+  Tensor ah = Tensor::Empty(DType::kFloat16, {2, 1, K, M});
+  Tensor ad = Tensor::Empty(DType::kFloat64, {2, 1, K, M}), bd = Tensor::Empty(DType::kFloat64, {3, N, K});
+  for (auto [x, w] : {std::pair<Tensor*, Tensor*>{&ah, &b}, {&ad, &bd}}) {
+    auto bad = RunNode(MakeOp("FusedMatMul", kMs, {"a", "b"}, {IntAttr("transA", 1), IntAttr("transB", 1)}), {},
+                       {{"a", *x}, {"b", *w}}, {x->dtype()});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("must both be float32 or both float16"));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
