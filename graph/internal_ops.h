@@ -40,11 +40,15 @@ struct MatMulQ4NX {
   static constexpr char kN[] = "N";  // int: the weight's columns (outputs)
 };
 
-// RMSNorm (rms_norm_fusion.cc -> ops/fused.cc): x / sqrt(mean(x^2 over the last axis) + epsilon) * w.
+// RMSNorm (rms_norm_fusion.cc -> ops/fused.cc): x / sqrt(mean(x^2 over the last axis) + epsilon) * w
+// in float32, or x * (1 / sqrt(...)) * w (reciprocal: torch's rsqrt export). x and w float16:
+// x widened, the normalised value rounded to float16, times w rounded again (the exporter's
+// Cast to float32, norm, Cast back, float16 Mul).
 struct RMSNorm {
   static constexpr char kName[] = "RMSNorm";
   enum Input : size_t { kX = 0, kWeight };
-  static constexpr char kEpsilon[] = "epsilon";  // float
+  static constexpr char kEpsilon[] = "epsilon";        // float
+  static constexpr char kReciprocal[] = "reciprocal";  // int: 1 multiplies by 1 / den
   static constexpr float kDefaultEpsilon = 1e-6f;
 };
 

@@ -164,7 +164,7 @@ std::vector<OpSignature> Declarations() {
                  {{io::WeightDequantMatMul::kAxis, T::kInt}, {io::WeightDequantMatMul::kBlockSize, T::kInt}}));
   d.push_back(Op(in, io::MatMulQ4NX::kName, v, "rr", "r",
                  {{io::MatMulQ4NX::kK, T::kInt, true}, {io::MatMulQ4NX::kN, T::kInt, true}}));
-  d.push_back(Op(in, io::RMSNorm::kName, v, "rr", "r", {{io::RMSNorm::kEpsilon, T::kFloat}}));
+  d.push_back(Op(in, io::RMSNorm::kName, v, "rr", "r", {{io::RMSNorm::kEpsilon, T::kFloat}, {io::RMSNorm::kReciprocal, T::kInt}}));
   d.push_back(Op(in, io::KVCacheAppend::kName, v, "rro", "ro",
                  {{io::KVCacheAppend::kSlot, T::kInt}, {io::KVCacheAppend::kAxis, T::kInt}}));
   d.push_back(Op(in, io::KVCacheFinish::kName, v, "rw", "r"));

@@ -3,8 +3,10 @@
 // (FuseRMSNorm).
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ops/kernel.h"
+#include "base/half.h"
 #include "base/thread_pool.h"
 #include "graph/internal_ops.h"
 #include "ops/families.h"
@@ -77,26 +79,54 @@ absl::Status FinishCompute(OpContext& ctx) {
   return absl::OkStatus();
 }
 
-// RMSNorm(x [..., D], w [D]) = x / sqrt(mean(x^2 over D) + epsilon) * w, in float32.
+// RMSNorm(x [..., D], w [D]) = x / sqrt(mean(x^2 over D) + epsilon) * w (or x * (1 / sqrt(...)) * w
+// when `reciprocal`), in float32 with the unfused chain's operation order; float16 x and w: x
+// widened, the normalised row rounded to float16, then times w rounded again (rms_norm_fusion.cc).
 absl::Status RMSNormCompute(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
-  if (x.dtype() != DType::kFloat32 || w.dtype() != DType::kFloat32 || x.rank() < 1 || w.rank() != 1 ||
+  const bool half = x.dtype() == DType::kFloat16;
+  if ((x.dtype() != DType::kFloat32 && !half) || w.dtype() != x.dtype() || x.rank() < 1 || w.rank() != 1 ||
       w.dim(0) != x.dim(-1)) {
-    return InvalidArgument(ctx, "RMSNorm of ", ShapeToString(x.shape()), " with weight ", ShapeToString(w.shape()));
+    return InvalidArgument(ctx, "RMSNorm of ", DTypeName(x.dtype()), " ", ShapeToString(x.shape()), " with ",
+                           DTypeName(w.dtype()), " weight ", ShapeToString(w.shape()),
+                           " (needs float32 or float16 for both, the weight as long as x's last axis)");
   }
   using Op = internal_ops::RMSNorm;
   const float eps = ctx.node().GetFloat(Op::kEpsilon, Op::kDefaultEpsilon);
+  const bool reciprocal = ctx.node().GetInt(Op::kReciprocal, 0) != 0;
   const int64_t D = x.dim(-1), rows = D ? x.num_elements() / D : 0;
-  Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, x.shape());
-  const float* px = x.data<float>();
-  const float* pw = w.data<float>();
-  float* py = y.data<float>();
+  Tensor& y = ctx.AllocateOutputUninitialized(0, x.dtype(), x.shape());
+  std::vector<float> w32;
+  if (half) {
+    w32.resize(static_cast<size_t>(D));
+    WidenF16(w.data<uint16_t>(), w32.data(), D);
+  }
+  const float* pw = half ? w32.data() : w.data<float>();
   ParallelFor(ctx.thread_pool(), rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
+    std::vector<float> row(half ? static_cast<size_t>(D) : 0);
+    Eigen::Map<const Eigen::ArrayXf> wr(pw, D);
     for (int64_t r = b; r < e; ++r) {
-      Eigen::Map<const Eigen::ArrayXf> xr(px + r * D, D);
-      const float den = std::sqrt(xr.square().sum() / static_cast<float>(D) + eps);
-      Eigen::Map<Eigen::ArrayXf>(py + r * D, D) = xr / den * Eigen::Map<const Eigen::ArrayXf>(pw, D);
+      const float* xp = half ? row.data() : x.data<float>() + r * D;
+      if (half) WidenF16(x.data<uint16_t>() + r * D, row.data(), D);
+      Eigen::Map<const Eigen::ArrayXf> xr(xp, D);
+      // ReduceMean's sum and division, Add, Sqrt, then Div(x, den) or Mul(x, Div(1, den)).
+      const float den = std::sqrt((0.0f + xr.square().sum()) / static_cast<float>(D) + eps);
+      if (!half) {
+        Eigen::Map<Eigen::ArrayXf> yr(y.data<float>() + r * D, D);
+        if (reciprocal) yr = xr * (1.0f / den) * wr;
+        else yr = xr / den * wr;
+        continue;
+      }
+      // In bulk (F16C): the normalised row, its Cast to float16, the float16 Mul by w.
+      uint16_t* yp = y.data<uint16_t>() + r * D;
+      Eigen::Map<Eigen::ArrayXf> nr(row.data(), D);
+      if (reciprocal) nr = xr * (1.0f / den);
+      else nr = xr / den;
+      NarrowToF16(row.data(), yp, D);
+      WidenF16(yp, row.data(), D);
+      nr *= wr;
+      NarrowToF16(row.data(), yp, D);
     }
   });
   return absl::OkStatus();

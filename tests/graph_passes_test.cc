@@ -2,6 +2,7 @@
 // pass list run with the index checked after every pass, and the options that switch passes.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -153,6 +154,104 @@ TEST(RMSNormFusion, AnEpsilonAFeedCanReplaceStaysUnfusedAndIsReadAtRunTime) {
     ASSERT_TRUE(y.ok()) << y.status();
     const std::vector<float> expect = RMSNormReference(eps);
     for (size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR((*y)[0].data<float>()[i], expect[i], 1e-5f) << i;
+  }
+}
+
+// torch's export of an RMSNorm: x * rsqrt(mean(x^2) + eps) * w, as Pow(x, 2) -> ReduceMean ->
+// Add -> Sqrt -> Div(1, .) (or Reciprocal) -> Mul(x, .) -> Mul(w, .); for a float16 model the
+// norm runs on Cast(x, float32) and its result is Cast back before the float16 Mul by w.
+// `exposed` names an intermediate that is also a graph output (the chain must then stay).
+onnx::ModelProto TorchNormModel(bool half, bool reciprocal_op, const std::string& exposed) {
+  const int elem = half ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT;
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("x", elem, {3, 128});
+  *g->add_initializer() = testing::FloatTensor("two", {}, {2.f});
+  *g->add_initializer() = testing::FloatTensor("one", {}, {1.f});
+  *g->add_initializer() = testing::FloatTensor("eps", {}, {1e-6f});
+  *g->add_initializer() = Int64Tensor("axes", {1}, {-1});
+  onnx::TensorProto w = testing::FloatTensor("w", {128}, std::vector<float>(128, 0.f));
+  for (int i = 0; i < 128; ++i) w.set_float_data(i, 1.f + 0.37f * std::sin(static_cast<float>(i)));
+  if (half) {  // the same weights as float16 bit patterns
+    w.set_data_type(onnx::TensorProto::FLOAT16);
+    std::vector<float> f(w.float_data().begin(), w.float_data().end());
+    w.clear_float_data();
+    for (float v : f) w.add_int32_data(F32ToF16(v));
+  }
+  *g->add_initializer() = w;
+  auto cast = [](const std::string& in, const std::string& out, int to) {
+    onnx::NodeProto c = testing::MakeNode("Cast", {in}, {out});
+    auto* a = c.add_attribute();
+    a->set_name("to");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(to);
+    return c;
+  };
+  const std::string x = half ? "x32" : "x";
+  if (half) *g->add_node() = cast("x", "x32", onnx::TensorProto::FLOAT);
+  *g->add_node() = testing::MakeNode("Pow", {x, "two"}, {"sq"});
+  *g->add_node() = testing::MakeNode("ReduceMean", {"sq", "axes"}, {"var"});
+  *g->add_node() = testing::MakeNode("Add", {"var", "eps"}, {"ve"});
+  *g->add_node() = testing::MakeNode("Sqrt", {"ve"}, {"den"});
+  *g->add_node() = reciprocal_op ? testing::MakeNode("Reciprocal", {"den"}, {"inv"})
+                                 : testing::MakeNode("Div", {"one", "den"}, {"inv"});
+  *g->add_node() = testing::MakeNode("Mul", {x, "inv"}, {"xn"});
+  if (half) *g->add_node() = cast("xn", "xn16", onnx::TensorProto::FLOAT16);
+  *g->add_node() = testing::MakeNode("Mul", {"w", half ? "xn16" : "xn"}, {"y"}, "norm");
+  *g->add_output() = testing::TensorInfo("y", elem, {3, 128});
+  if (!exposed.empty()) *g->add_output() = testing::TensorInfo(exposed, onnx::TensorProto::FLOAT, {3, exposed == "var" ? 1 : 128});
+  return m;
+}
+
+TEST(RMSNormFusion, TorchsRsqrtFormAndItsFloat16CastsRunFusedToTheUnfusedValues) {
+  // Rows: mixed magnitudes, all zeros (eps alone), large values (float16's top range).
+  std::vector<float> xs(3 * 128);
+  for (int i = 0; i < 128; ++i) {
+    xs[i] = 0.8f * std::sin(0.7f * i) - 0.1f;
+    xs[128 + i] = 0.f;
+    xs[256 + i] = 900.f * std::cos(1.3f * i);
+  }
+  for (bool half : {false, true}) {
+    for (bool reciprocal_op : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << (half ? "float16" : "float32") << (reciprocal_op ? " Reciprocal" : " Div(1, .)"));
+      auto run = [&](const std::string& exposed, int* fused) -> std::vector<uint32_t> {
+        const onnx::ModelProto m = TorchNormModel(half, reciprocal_op, exposed);
+        auto model = Load(m);
+        PassReport report;
+        PassContext ctx;
+        ctx.report = &report;
+        EXPECT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+        *fused = report.counts["rms_norm_fusion"];
+        const std::string bytes = m.SerializeAsString();
+        auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+        EXPECT_TRUE(s.ok()) << s.status();
+        if (!s.ok()) return {};
+        Tensor x = Tensor::Empty(half ? DType::kFloat16 : DType::kFloat32, {3, 128});
+        for (size_t i = 0; i < xs.size(); ++i) {
+          if (half) x.data<uint16_t>()[i] = F32ToF16(xs[i]);
+          else x.data<float>()[i] = xs[i];
+        }
+        auto out = (*s)->Run({{"x", x}});
+        EXPECT_TRUE(out.ok()) << out.status();
+        if (!out.ok()) return {};
+        const Tensor& y = (*out)[0];
+        std::vector<uint32_t> bits;
+        for (int64_t i = 0; i < y.num_elements(); ++i) bits.push_back(half ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
+        return bits;
+      };
+      int fused = 0, unfused = 0, kept = 0;
+      const std::vector<uint32_t> want = run("var", &unfused);  // a graph output inside: no fusion
+      const std::vector<uint32_t> got = run("", &fused);
+      EXPECT_EQ(unfused, 0);
+      EXPECT_EQ(fused, 1);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+      // The float32 copy of x read outside the chain: the float16 form must keep its Cast (and so
+      // stays unfused); the float32 form fuses around the exposed x.
+      const std::vector<uint32_t> shared = run(half ? "x32" : "xn", &kept);
+      EXPECT_EQ(kept, 0);
+      EXPECT_EQ(shared, want);
+    }
   }
 }
 

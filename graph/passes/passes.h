@@ -3,7 +3,6 @@
 //   external_weight_binding  graph inputs read as MatMul B -> MatMulQ4NX (when the model names a Q4NX file)
 //   topological_sort         implicit inputs, validation, node order
 //   qdq_fusion               DequantizeLinear x2 -> MatMul [-> QuantizeLinear] -> QdqMatMul
-//   rms_norm_fusion          the six-node RMSNorm chain -> RMSNorm
 //   weight_dequant_fusion    constant-weight DequantizeLinear -> MatMul B -> WeightDequantMatMul
 //   kv_cache_fusion          the stacked KV cache's Gather/Concat chains -> KVCacheAppend/Finish;
 //                            per-layer past -> Concat -> present -> KVCacheConcat
@@ -12,6 +11,8 @@
 //   conv_fusion              Conv -> BatchNormalization / channel affine -> activation -> scalar affine -> FusedConv
 //   dead_node_elimination    again, after folding and the Conv fusion
 //   shape_inference          element types and shapes of every node output
+//   rms_norm_fusion          the RMSNorm chain (divide or rsqrt form, float16 casts) -> RMSNorm
+//   transpose_matmul_fusion  Transpose(last two axes) -> MatMul -> FusedMatMul
 // The fusions read the shared UseDefIndex (use_def.h) and write the internal ops of
 // graph/internal_ops.h.
 #pragma once
@@ -59,9 +60,9 @@ int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
 // reserves room to grow. Returns the number rewritten.
 int FusePerLayerKVCache(Graph& g, UseDefIndex& uses);
 
-// Rewrites Mul(x,x) -> ReduceMean(-1) -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(., w) into one
-// internal RMSNorm node (see rms_norm_fusion.cc), when eps and w are constants. Returns the
-// number of norms rewritten.
+// Rewrites square(x) -> ReduceMean(-1) -> Add(eps) -> Sqrt -> Div(x, .) or Mul(x, 1 / .) ->
+// Mul(., w), float32 or between float16 casts, into one internal RMSNorm node (see
+// rms_norm_fusion.cc), when eps and w are constants. Returns the number of norms rewritten.
 int FuseRMSNorm(Graph& g, UseDefIndex& uses);
 
 // MatMul(A, Transpose(B) over the last two axes) -> com.microsoft FusedMatMul(A, B, transB=1)

@@ -12,7 +12,6 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeTopologicalSortPass());
     // QDQ before the weight-only fusion: a DequantizeLinear pair on both operands is a QDQ group.
     p->push_back(MakeQdqFusionPass());
-    p->push_back(MakeRMSNormFusionPass());
     p->push_back(MakeWeightDequantFusionPass());
     p->push_back(MakeKVCacheFusionPass());
     p->push_back(MakeDeadNodeEliminationPass());
@@ -21,7 +20,8 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeConvFusionPass());
     p->push_back(MakeDeadNodeEliminationPass());
     p->push_back(MakeShapeInferencePass());
-    // Reads the element types shape inference found.
+    // These read the element types shape inference found.
+    p->push_back(MakeRMSNormFusionPass());
     p->push_back(MakeTransposeMatMulFusionPass());
     return p;
   }();

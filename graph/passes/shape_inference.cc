@@ -118,7 +118,7 @@ absl::StatusOr<int> InferShapes(Graph& g) {
           c.out[0].elem = c.Elem(0);
         }
         const Dims* a = c.Shape(0);  // QdqMatMul's x and the others' A
-        const Dims* w = c.Shape(qdq ? Qdq::kW : 1);
+        const Dims* w = c.Shape(qdq ? static_cast<size_t>(Qdq::kW) : size_t{1});
         std::optional<Dim> cols;
         if (n.op_type == internal_ops::MatMulQ4NX::kName) {
           const int64_t v = n.GetInt(internal_ops::MatMulQ4NX::kN, -1);
