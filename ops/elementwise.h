@@ -219,7 +219,26 @@ void Unary(const Tensor& x, Tensor& y, ThreadPool* pool, const F& f, const V& ve
   });
 }
 
-// Same-type unary op over TL: f maps Acc<T> values, vec (optional) float arrays.
+// float16 y = vec(x): blocks widened (F16C), the float32 kernel's arithmetic, rounded once: what
+// the float32 op gives on the widened input (ONNX Runtime's CPU provider also runs float16
+// activations through float32). y may be x itself (a block is read before it is written).
+template <typename V>
+void UnaryHalf(const Tensor& x, Tensor& y, ThreadPool* pool, const V& vec) {
+  const auto* px = reinterpret_cast<const uint16_t*>(x.raw_data());
+  auto* py = reinterpret_cast<uint16_t*>(y.raw_data());
+  ParallelFor(pool, x.num_elements(), kParallelMin, [&](int64_t b, int64_t e) {
+    constexpr int64_t kBlock = 256;
+    float xf[kBlock], yf[kBlock];
+    for (int64_t i = b; i < e; i += kBlock) {
+      const int64_t m = std::min(kBlock, e - i);
+      WidenF16(px + i, xf, m);
+      MapF(yf, m) = vec(CMapF(xf, m));
+      NarrowToF16(yf, py + i, m);
+    }
+  });
+}
+
+// Same-type unary op over TL: f maps Acc<T> values, vec (optional) float arrays (float16 too).
 template <typename TL, typename F, typename V = NoVec>
 KernelFn UnaryOp(F f, V vec = nullptr) {
   return [f, vec](OpContext& ctx) -> absl::Status {
@@ -231,6 +250,8 @@ KernelFn UnaryOp(F f, V vec = nullptr) {
       Tensor& y = reused != nullptr ? *reused : ctx.AllocateOutput(0, x.dtype(), x.shape());
       if constexpr (std::is_same_v<T, float> && !std::is_same_v<V, NoVec>) {
         Unary<float, float>(x, y, ctx.thread_pool(), f, vec);
+      } else if constexpr (std::is_same_v<T, float16> && !std::is_same_v<V, NoVec>) {
+        UnaryHalf(x, y, ctx.thread_pool(), vec);
       } else {
         Unary<T, T>(x, y, ctx.thread_pool(), [&](T v) { return static_cast<T>(f(static_cast<Acc<T>>(v))); });
       }

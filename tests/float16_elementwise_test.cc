@@ -1,6 +1,7 @@
 // float16 Add, Sub, Mul and Div: computed in float32 and rounded once per element (the values of
 // ONNX Runtime's CPU kernels), through the bulk conversions, bit for bit against the scalar
-// reference, over broadcast forms, runs longer than a block, and special values.
+// reference, over broadcast forms, runs longer than a block, and special values. float16 unary
+// ops: the float32 kernel's value on the widened input, rounded once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +63,40 @@ TEST(Float16Elementwise, ArithmeticIsTheFloat32ResultRoundedOnce) {
         if (IsNaN16(want)) ASSERT_TRUE(IsNaN16(got)) << op << " " << i;
         else ASSERT_EQ(got, want) << op << " element " << i;
       }
+    }
+  }
+}
+
+TEST(Float16Elementwise, UnaryOpsAreTheFloat32KernelRoundedOnce) {
+  // Every float16 bit pattern once (runs past a block and split over two threads).
+  Tensor x16 = Tensor::Empty(DType::kFloat16, {2, 32768});
+  Tensor x32 = Tensor::Empty(DType::kFloat32, {2, 32768});
+  for (int64_t i = 0; i < x16.num_elements(); ++i) {
+    x16.data<uint16_t>()[i] = static_cast<uint16_t>(i);
+    x32.data<float>()[i] = F16ToF32(static_cast<uint16_t>(i));
+  }
+  for (const std::string op : {"Sigmoid", "Neg", "Relu", "Abs", "Exp", "Log", "Sqrt", "Tanh", "Erf", "Reciprocal",
+                               "Softplus", "HardSwish", "Sin", "Floor", "Round"}) {
+    auto run = [&](int elem, const Tensor& x) {
+      onnx::ModelProto m = MakeModel();
+      *m.mutable_graph()->add_input() = TensorInfo("x", elem, {2, 32768});
+      *m.mutable_graph()->add_node() = MakeNode(op, {"x"}, {"y"});
+      *m.mutable_graph()->add_output() = TensorInfo("y", elem, {2, 32768});
+      const std::string bytes = m.SerializeAsString();
+      SessionOptions o;
+      o.num_threads = 2;
+      auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), o);
+      EXPECT_TRUE(s.ok()) << op << ": " << s.status();
+      auto y = (*s)->Run({{"x", x}});
+      EXPECT_TRUE(y.ok()) << op << ": " << y.status();
+      return (*y)[0];
+    };
+    const Tensor y16 = run(onnx::TensorProto::FLOAT16, x16);
+    const Tensor y32 = run(onnx::TensorProto::FLOAT, x32);
+    for (int64_t i = 0; i < y16.num_elements(); ++i) {
+      const uint16_t want = F32ToF16(y32.data<float>()[i]), got = y16.data<uint16_t>()[i];
+      if (IsNaN16(want)) ASSERT_TRUE(IsNaN16(got)) << op << " of " << std::hex << i;
+      else ASSERT_EQ(got, want) << op << " of 0x" << std::hex << i;
     }
   }
 }
