@@ -51,6 +51,7 @@ ONEINFER_AVX2 inline void sgemm_tile_6x16__avx2(int64_t kc, int64_t kblock, cons
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
     for (int64_t k = k0; k < k1; ++k) {
+      if constexpr (sizeof(TB) == 2) _mm_prefetch(reinterpret_cast<const char*>(b) + kHalfPanelPrefetchBytes, _MM_HINT_T0);
       const __m256 b0 = LoadB8<kEdge>(b, m0);
       const __m256 b1 = LoadB8<kEdge>(b + 8, m1);
 #pragma GCC unroll 16

@@ -50,6 +50,7 @@ ONEINFER_AVX512 inline void sgemm_tile_8x32__avx512(int64_t kc, int64_t kblock, 
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; ++k) {
+      if constexpr (sizeof(TB) == 2) _mm_prefetch(reinterpret_cast<const char*>(b) + kHalfPanelPrefetchBytes, _MM_HINT_T0);
       const __m512 b0 = LoadB16<kEdge>(b, m0);
       const __m512 b1 = LoadB16<kEdge>(b + 16, m1);
 #pragma GCC unroll 16
