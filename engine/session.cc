@@ -33,6 +33,26 @@ bool ReadOnlyAsGqaPast(const Graph& g, const std::string& name) {
   return uses > 0;
 }
 
+// Session::rotary_limit: the smallest constant cos_cache [positions, rotary / 2] of the graph's
+// rotary nodes (an initializer a feed can replace is not constant).
+RotaryLimit FindRotaryLimit(const Graph& g) {
+  RotaryLimit limit;
+  for (const Node& n : g.nodes) {
+    size_t slot = 0;
+    if (n.domain == "com.microsoft" && n.op_type == "GroupQueryAttention" && n.GetInt("do_rotary", 0) == 1) slot = 7;
+    else if (n.domain == "com.microsoft" && n.op_type == "RotaryEmbedding") slot = 2;
+    else if (n.domain.empty() && n.op_type == "RotaryEmbedding" && n.inputs.size() > 3 && !n.inputs[3].empty()) slot = 1;
+    else continue;
+    if (n.inputs.size() <= slot || !g.IsInitializer(n.inputs[slot])) continue;
+    bool fed = false;
+    for (const ValueInfo& in : g.inputs) fed |= in.name == n.inputs[slot];
+    const Tensor& cos = g.initializers.at(n.inputs[slot]);
+    if (fed || cos.rank() != 2 || (limit.positions > 0 && cos.dim(0) >= limit.positions)) continue;
+    limit = {cos.dim(0), absl::StrCat(n.op_type, " '", n.name, "'"), n.inputs[slot]};
+  }
+  return limit;
+}
+
 IOInfo MakeIOInfo(const ValueInfo& v, bool has_default) {
   IOInfo info;
   info.name = v.name;
@@ -192,6 +212,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
     s->inputs_.back().kv_share_buffer = ReadOnlyAsGqaPast(g, v.name);
   }
   for (const ValueInfo& v : g.outputs) s->outputs_.push_back(MakeIOInfo(v, false));
+  s->rotary_limit_ = FindRotaryLimit(g);
 
   s->model_ = std::move(model);
   s->graph_ = std::shared_ptr<const Graph>(s->model_, &s->model_->graph);
@@ -476,6 +497,7 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> Session::RunBatch(const std::ve
 }
 
 const QdqFusionSummary& Session::qdq_fusion() const { return impl_->qdq_fusion(); }
+const RotaryLimit& Session::rotary_limit() const { return impl_->rotary_limit(); }
 size_t Session::peak_intermediate_bytes() const { return impl_->allocator().peak_bytes(); }
 void Session::ResetPeakIntermediateBytes() { impl_->allocator().ResetPeak(); }
 

@@ -28,6 +28,7 @@ class SessionImpl {
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
   const QdqFusionSummary& qdq_fusion() const { return qdq_fusion_; }
+  const RotaryLimit& rotary_limit() const { return rotary_limit_; }
   // The NPU router built from SessionOptions::npu; null when npu.designs is empty.
   npu::Router* npu_router() const { return npu_router_.get(); }
 
@@ -74,6 +75,7 @@ class SessionImpl {
   std::vector<IOInfo> outputs_;
   int folded_ = 0;
   QdqFusionSummary qdq_fusion_;
+  RotaryLimit rotary_limit_;
   // Mapped embedding tables whose pages each run drops again (GatherOnlyTables in session.cc).
   std::vector<Tensor> gather_only_tables_;
 };

@@ -40,6 +40,9 @@ absl::StatusOr<std::unique_ptr<BatchGenerator>> BatchGenerator::Create(const Ses
   if (options.prefill_chunk < 0) return absl::InvalidArgumentError("prefill_chunk must be >= 0");
   auto gen = Generator::Create(session);
   if (!gen.ok()) return gen.status();
+  if (options.context > 0) {
+    if (absl::Status s = (*gen)->LimitContext(options.context, "BatchOptions::context"); !s.ok()) return s;
+  }
   const int64_t model_max = (*gen)->max_positions();
   if (options.context > 0 && model_max > 0 && options.context > model_max) {
     return absl::InvalidArgumentError(absl::StrCat("context ", options.context, " is longer than the model's ", model_max,

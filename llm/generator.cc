@@ -280,7 +280,21 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Session& sess
   }
   auto it = session.metadata().find("oneinfer.max_positions");
   if (it != session.metadata().end()) g->max_positions_ = std::atoll(it->second.c_str());
+  // Generation stops where a rotary table ends instead of failing in the node.
+  const int64_t rotary = session.rotary_limit().positions;
+  if (rotary > 0 && (g->max_positions_ <= 0 || rotary < g->max_positions_)) g->max_positions_ = rotary;
   return g;
+}
+
+absl::Status Generator::LimitContext(int64_t context, const std::string& source) {
+  if (context <= 0) return absl::InvalidArgumentError(absl::StrCat(source, ": the context must be positive, got ", context));
+  const RotaryLimit& rotary = session_.rotary_limit();
+  if (rotary.positions > 0 && context > rotary.positions) {
+    return absl::InvalidArgumentError(absl::StrCat(rotary.node, ": cos_cache '", rotary.input, "' covers ", rotary.positions,
+                                                   " positions, fewer than the context of ", context, " (", source, ")"));
+  }
+  if (max_positions_ <= 0 || context < max_positions_) max_positions_ = context;
+  return absl::OkStatus();
 }
 
 std::vector<Feed> Generator::Feeds(const std::vector<int64_t>& sequence, size_t first, size_t count,

@@ -15,6 +15,24 @@ namespace oneinfer {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+namespace {
+
+// model_dir/name parsed into *j: false when there is no such file, an error naming the file
+// when it does not parse.
+absl::StatusOr<bool> ReadConfig(const fs::path& model_dir, const char* name, json* j) {
+  std::error_code ec;
+  if (!fs::exists(model_dir / name, ec)) return false;
+  try {
+    std::ifstream f(model_dir / name);
+    *j = json::parse(f);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", e.what()));
+  }
+  return true;
+}
+
+}  // namespace
+
 ModelChatFormat::ModelChatFormat() = default;
 ModelChatFormat::~ModelChatFormat() = default;
 
@@ -56,17 +74,7 @@ absl::StatusOr<std::vector<int32_t>> ModelStopIds(const std::string& model_dir_s
     }
     return absl::OkStatus();
   };
-  auto read = [&](const char* name, json* j) -> absl::StatusOr<bool> {
-    std::error_code ec;
-    if (!fs::exists(model_dir / name, ec)) return false;
-    try {
-      std::ifstream f(model_dir / name);
-      *j = json::parse(f);
-    } catch (const std::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", e.what()));
-    }
-    return true;
-  };
+  auto read = [&](const char* name, json* j) { return ReadConfig(model_dir, name, j); };
   json j;
   auto found = read("generation_config.json", &j);
   if (!found.ok()) return found.status();
@@ -94,6 +102,22 @@ absl::StatusOr<std::vector<int32_t>> ModelStopIds(const std::string& model_dir_s
     }
   }
   return stop;
+}
+
+absl::StatusOr<int64_t> ModelContextLength(const std::string& model_dir) {
+  json j;
+  auto found = ReadConfig(fs::path(model_dir), "genai_config.json", &j);
+  if (!found.ok()) return found.status();
+  if (!*found || !j.is_object() || !j.contains("model") || !j["model"].is_object() ||
+      !j["model"].contains("context_length")) {
+    return 0;
+  }
+  const json& n = j["model"]["context_length"];
+  if (!n.is_number_integer() || n.get<int64_t>() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("genai_config.json: model.context_length ", n.dump(),
+                                                   " is not a positive integer"));
+  }
+  return n.get<int64_t>();
 }
 
 }  // namespace oneinfer

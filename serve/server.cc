@@ -178,6 +178,11 @@ absl::Status Server::Load() {
   BatchOptions bo;
   bo.max_sequences = m.options.max_batch;
   bo.context = m.options.context;
+  if (bo.context == 0) {  // else the model folder's own context (genai_config.json), if it says one
+    auto context = ModelContextLength(model_dir.string());
+    if (!context.ok()) return context.status();
+    bo.context = *context;
+  }
   bo.prefill_chunk = m.options.prefill_chunk;
   auto batch = BatchGenerator::Create(*m.session, bo);
   if (!batch.ok()) return batch.status();

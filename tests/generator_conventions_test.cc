@@ -223,5 +223,39 @@ TEST(GeneratorConventions, KeyWithoutValueIsAnError) {
   EXPECT_THAT(std::string(gen.status().message()), HasSubstr("layer 1 has past_key_values.1.key but not its value"));
 }
 
+// A com.microsoft RotaryEmbedding whose cos_cache is a constant of 16 rows: the session reports
+// 16 positions and the node; the same table fed as an overridable input is not a limit.
+onnx::ModelProto RotaryModel(bool cos_is_input) {
+  onnx::ModelProto m = MakeModel();
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  auto* g = m.mutable_graph();
+  *g->add_input() = TensorInfo("x", onnx::TensorProto::FLOAT, {1, 1, 2, 8});
+  *g->add_input() = TensorInfo("pos", onnx::TensorProto::INT64, {1, 2});
+  if (cos_is_input) *g->add_input() = TensorInfo("cos", onnx::TensorProto::FLOAT, {16, 4});
+  *g->add_initializer() = FloatTensor("cos", {16, 4}, std::vector<float>(64, 1.f));
+  *g->add_initializer() = FloatTensor("sin", {16, 4}, std::vector<float>(64, 0.f));
+  onnx::NodeProto n = MakeNode("RotaryEmbedding", {"x", "pos", "cos", "sin"}, {"y"}, "rope");
+  n.set_domain("com.microsoft");
+  *g->add_node() = n;
+  *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT, {1, 1, 2, 8});
+  return m;
+}
+
+TEST(RotaryLimit, AConstantCosCacheBoundsThePositionsAndNamesItsNode) {
+  for (bool fed : {false, true}) {
+    const std::string bytes = RotaryModel(fed).SerializeAsString();
+    auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+    ASSERT_TRUE(s.ok()) << s.status();
+    const RotaryLimit& r = (*s)->rotary_limit();
+    EXPECT_EQ(r.positions, fed ? 0 : 16);
+    if (!fed) {
+      EXPECT_EQ(r.node, "RotaryEmbedding 'rope'");
+      EXPECT_EQ(r.input, "cos");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oneinfer

@@ -48,4 +48,30 @@ for cfg in $CONFIGS; do
     rm -f "$m" "$work"/*.bin
   done
 done
+
+# A genai file's rotary table (cos_cache: 512 positions) against the context the folder claims
+# (genai_config.json's model.context_length): a longer context is refused at load, naming the node
+# and its table; a shorter one bounds the prompt; without a config, generation stops at 512.
+d="$work/genai-dir"
+mkdir -p "$d"
+"$PY" tests/llm_layouts.py genai tiny "$d/model.onnx" --seed 1 > /dev/null
+echo '{"model": {"context_length": 4096}}' > "$d/genai_config.json"
+if out=$("$ONEINFER" run "$d/model.onnx" --prompt-ids 1,2,3 -n 2 2>&1); then
+  echo "FAIL: a 4096 context past a 512-position cos_cache was accepted: $out"; exit 1
+fi
+for want in "GroupQueryAttention" "cos_cache" "512 positions" "context of 4096" "genai_config.json"; do
+  case $out in *"$want"*) ;; *) echo "FAIL: the context error does not say '$want': $out"; exit 1 ;; esac
+done
+echo '{"model": {"context_length": 8}}' > "$d/genai_config.json"
+"$ONEINFER" run "$d/model.onnx" --prompt-ids 1,2,3 -n 2 --json > /dev/null
+if out=$("$ONEINFER" run "$d/model.onnx" --prompt-ids 1,2,3,4,5,6,7,8,9 -n 2 2>&1); then
+  echo "FAIL: a 9-token prompt ran in an 8-position context: $out"; exit 1
+fi
+case $out in *"context is 8"*) ;; *) echo "FAIL: the prompt error does not name the context: $out"; exit 1 ;; esac
+rm "$d/genai_config.json"
+long=$("$PY" -c "print(','.join(str(1 + i % 900) for i in range(510)))")
+n=$("$ONEINFER" run "$d/model.onnx" --prompt-ids "$long" -n 8 --json | tail -1 |
+    "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["generated_ids"]))')
+if [ "$n" -lt 1 ] || [ "$n" -ge 8 ]; then echo "FAIL: $n tokens generated past a 512-position cos_cache"; exit 1; fi
+echo "genai rotary table against the context: refused at load when shorter, generation stops at its end ($n of 8 tokens)"
 echo "llm layouts parity: all checks passed"

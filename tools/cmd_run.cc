@@ -46,7 +46,9 @@ constexpr const char* kHelp =
     "\n"
     "Generation stops at --max-new-tokens or at an end-of-sequence id: those of generation_config.json\n"
     "and genai_config.json beside the model (else the tokenizer's <|im_end|> and <|endoftext|>), and\n"
-    "the eos_token of tokenizer_config.json.\n";
+    "the eos_token of tokenizer_config.json, and at the model's context: genai_config.json's\n"
+    "model.context_length, the exported positions, or the end of the graph's rotary tables\n"
+    "(a genai_config.json context longer than those tables is refused at load).\n";
 
 bool ParseInt(const std::string& s, int64_t* v) {
   if (s.empty()) return false;
@@ -180,6 +182,11 @@ int CmdRun(int argc, char** argv) {
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   auto generator = Generator::Create(**session);
   if (!generator.ok()) return Fail(generator.status());
+  auto context = ModelContextLength(model_dir.string());
+  if (!context.ok()) return Fail(context.status());
+  if (*context > 0) {
+    if (absl::Status s = (*generator)->LimitContext(*context, "genai_config.json's model.context_length"); !s.ok()) return Fail(s);
+  }
 
   std::ofstream dump_f;
   if (!dump.empty()) {

@@ -86,4 +86,9 @@ class ONEINFER_API ModelChatFormat {
 // id that is not a token id.
 ONEINFER_API absl::StatusOr<std::vector<int32_t>> ModelStopIds(const std::string& model_dir, const Tokenizer* tokenizer);
 
+// The positions a model folder says its model takes: genai_config.json's model.context_length
+// beside the model (0 without one). InvalidArgument for a config that does not parse or a length
+// that is not a positive integer. Generator::LimitContext checks it against the graph.
+ONEINFER_API absl::StatusOr<int64_t> ModelContextLength(const std::string& model_dir);
+
 }  // namespace oneinfer

@@ -86,8 +86,13 @@ class ONEINFER_API Generator {
   CacheLayout cache_layout() const { return layout_; }
   bool cached() const { return layout_ != CacheLayout::kNone; }
   int64_t vocab_size() const { return vocab_; }
-  // Maximum positions the model was exported for (0 when the model does not say).
+  // Maximum positions the model was exported for, or its rotary tables cover
+  // (Session::rotary_limit), whichever is fewer (0 when the model says neither).
   int64_t max_positions() const { return max_positions_; }
+  // Decodes at most `context` positions (a model folder's ModelContextLength, a server's
+  // --context): InvalidArgument naming the node and its cos_cache when the graph's rotary
+  // tables cover fewer, and naming `source`.
+  absl::Status LimitContext(int64_t context, const std::string& source);
 
   absl::StatusOr<GenerationResult> Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                             const TokenCallback& on_token = nullptr) const;

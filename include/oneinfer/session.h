@@ -127,6 +127,16 @@ struct QdqFusionSummary {
   std::map<std::string, int> refused;
 };
 
+// How many positions a graph's rotary tables cover: the fewest rows of a constant cos_cache
+// among its GroupQueryAttention (do_rotary), com.microsoft RotaryEmbedding and ai.onnx
+// RotaryEmbedding (with position_ids) nodes; that node cannot run a later position. positions 0:
+// the graph has no such table.
+struct RotaryLimit {
+  int64_t positions = 0;
+  std::string node;   // "GroupQueryAttention '<name>'"
+  std::string input;  // the cos_cache initializer's name
+};
+
 class SessionImpl;
 
 // Thread safety: Run may be called from several threads at once on one Session; each call
@@ -169,6 +179,9 @@ class ONEINFER_API Session {
   // The QDQ fusion's report for this session (empty when SessionOptions::qdq_fusion is false
   // or ONEINFER_QDQ=0).
   const QdqFusionSummary& qdq_fusion() const;
+
+  // The graph's rotary tables' reach (RotaryLimit), found at load.
+  const RotaryLimit& rotary_limit() const;
 
   // Bytes of intermediate tensors alive at the high-water mark of the runs so far.
   size_t peak_intermediate_bytes() const;
