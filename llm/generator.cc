@@ -371,7 +371,7 @@ absl::StatusOr<const float*> Generator::LastLogits(const Tensor& logits, int64_t
   if (logits_dtype_ != DType::kFloat16) return logits.data<float>() + last * vocab;
   const uint16_t* row = logits.data<uint16_t>() + last * vocab;
   widened->resize(static_cast<size_t>(vocab));
-  for (int64_t v = 0; v < vocab; ++v) (*widened)[static_cast<size_t>(v)] = F16ToF32(row[v]);
+  WidenF16(row, widened->data(), vocab);  // in bulk (F16C): a vocabulary is 150k values a step
   return widened->data();
 }
 
