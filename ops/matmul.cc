@@ -28,6 +28,19 @@ namespace {
 template <typename T>
 constexpr bool kIsHalf = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 
+// dst (rows x cols, dense float32) = src (rows x cols, leading dim ld) widened: float16 rows in
+// bulk (F16C), other types element by element.
+template <typename T>
+void WidenMatrix(const T* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t i = 0; i < rows; ++i) {
+    if constexpr (std::is_same_v<T, float16>) {
+      WidenF16(reinterpret_cast<const uint16_t*>(src + i * ld), dst + i * cols, cols);
+    } else {
+      for (int64_t k = 0; k < cols; ++k) dst[i * cols + k] = static_cast<float>(src[i * ld + k]);
+    }
+  }
+}
+
 // Generic GEMM for non-float32 types (same contract as GemmF32).
 template <typename T>
 void GemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
@@ -35,23 +48,23 @@ void GemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* 
   if constexpr (std::is_same_v<T, float>) {
     Sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
   } else if constexpr (kIsHalf<T>) {
-    // Widen to float so accumulation happens in float32.
+    // Widen to float so accumulation happens in float32; one rounding back.
     std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)),
         c(static_cast<size_t>(M * N));
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t k = 0; k < K; ++k)
-        a[i * K + k] = static_cast<float>(ta ? A[k * lda + i] : A[i * lda + k]);
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < N; ++j)
-        b[k * N + j] = static_cast<float>(tb ? B[j * ldb + k] : B[k * ldb + j]);
+    // Widened as stored; Sgemm reads the transposes.
+    const int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
+    WidenMatrix(A, lda, ta ? K : M, a_cols, a.data());
+    WidenMatrix(B, ldb, tb ? N : K, b_cols, b.data());
     const float fb = static_cast<float>(beta);
-    if (fb != 0.f)
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<float>(C[i * ldc + j]);
-    Sgemm(false, false, M, N, K, static_cast<float>(alpha), a.data(), K, b.data(), N, fb, c.data(), N,
-            pool);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = static_cast<T>(c[i * N + j]);
+    if (fb != 0.f) WidenMatrix(C, ldc, M, N, c.data());
+    Sgemm(ta, tb, M, N, K, static_cast<float>(alpha), a.data(), a_cols, b.data(), b_cols, fb, c.data(), N, pool);
+    for (int64_t i = 0; i < M; ++i) {
+      if constexpr (std::is_same_v<T, float16>) {
+        NarrowToF16(c.data() + i * N, reinterpret_cast<uint16_t*>(C + i * ldc), N);
+      } else {
+        for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = static_cast<T>(c[i * N + j]);
+      }
+    }
   } else {
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;

@@ -121,5 +121,56 @@ TEST(Float16MatMul, TwoActivationsBroadcastOverTheBatchRoundedOnce) {
   }
 }
 
+TEST(Float16Gemm, TransposesAndTheBiasGiveTheFloat32ResultRoundedOnce) {
+  const int64_t M = 5, K = 7, N = 6;
+  // Multiples of 1/8 below 2: every product and sum is exact in float32, so the one rounding to
+  // float16 at the end is the only one.
+  auto value = [](int64_t i, int mod) { return static_cast<float>(i * 7 % mod - mod / 2) / 8; };
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      onnx::ModelProto m = MakeModel();
+      auto* g = m.mutable_graph();
+      *g->add_input() = TensorInfo("a", onnx::TensorProto::FLOAT16, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K});
+      *g->add_input() = TensorInfo("b", onnx::TensorProto::FLOAT16, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N});
+      *g->add_input() = TensorInfo("c", onnx::TensorProto::FLOAT16, {N});
+      onnx::NodeProto n = MakeNode("Gemm", {"a", "b", "c"}, {"y"});
+      auto attr = [&](const char* name, onnx::AttributeProto::AttributeType type, float f, int64_t i) {
+        auto* at = n.add_attribute();
+        at->set_name(name);
+        at->set_type(type);
+        if (type == onnx::AttributeProto::FLOAT) at->set_f(f); else at->set_i(i);
+      };
+      attr("alpha", onnx::AttributeProto::FLOAT, 0.5f, 0);
+      attr("beta", onnx::AttributeProto::FLOAT, 2.f, 0);
+      attr("transA", onnx::AttributeProto::INT, 0, ta);
+      attr("transB", onnx::AttributeProto::INT, 0, tb);
+      *g->add_node() = n;
+      *g->add_output() = TensorInfo("y", onnx::TensorProto::FLOAT16, {M, N});
+      const std::string bytes = m.SerializeAsString();
+      auto s = Session::LoadFromBuffer(bytes.data(), bytes.size());
+      ASSERT_TRUE(s.ok()) << s.status();
+      Tensor a = Tensor::Empty(DType::kFloat16, ta ? Shape{K, M} : Shape{M, K});
+      Tensor b = Tensor::Empty(DType::kFloat16, tb ? Shape{N, K} : Shape{K, N});
+      Tensor c = Tensor::Empty(DType::kFloat16, {N});
+      for (int64_t i = 0; i < M * K; ++i) a.data<uint16_t>()[i] = F32ToF16(value(i, 29));
+      for (int64_t i = 0; i < K * N; ++i) b.data<uint16_t>()[i] = F32ToF16(value(i, 23));
+      for (int64_t i = 0; i < N; ++i) c.data<uint16_t>()[i] = F32ToF16(value(i, 13));
+      auto y = (*s)->Run({{"a", a}, {"b", b}, {"c", c}});
+      ASSERT_TRUE(y.ok()) << y.status();
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          float sum = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const float av = F16ToF32(a.data<uint16_t>()[ta ? k * M + i : i * K + k]);
+            const float bv = F16ToF32(b.data<uint16_t>()[tb ? j * K + k : k * N + j]);
+            sum += av * bv;
+          }
+          const uint16_t want = F32ToF16(0.5f * sum + 2.f * F16ToF32(c.data<uint16_t>()[j]));
+          ASSERT_EQ((*y)[0].data<uint16_t>()[i * N + j], want) << "transA " << ta << " transB " << tb << " at " << i << "," << j;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oneinfer
