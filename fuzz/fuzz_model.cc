@@ -12,6 +12,10 @@ namespace {
 
 // Feeds larger than this are not built: the run would only measure the machine's memory.
 constexpr int64_t kMaxFeedElements = int64_t{1} << 16;
+// Nor may the run allocate more than this (a ConstantOfShape of 2.4 GB reached libFuzzer's 2 GB
+// limit, scripts/fuzz.sh): past it a node fails with ResourceExhausted, which is the behaviour
+// under test, instead of the fuzzer stopping on the allocation.
+constexpr size_t kMaxRunBytes = size_t{256} << 20;
 
 }  // namespace
 
@@ -20,6 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SessionOptions options;
   options.num_threads = 1;
   options.log_level = LogLevel::kError;
+  options.max_tensor_bytes = kMaxRunBytes;
+  options.max_intermediate_bytes = kMaxRunBytes;
   // External data is looked up in a folder that does not exist: every location is refused or
   // not found, and nothing outside the input is read.
   auto session = Session::LoadFromBuffer(data, size, options, "/nonexistent/oneinfer-fuzz");
