@@ -43,17 +43,6 @@ void QuantizeRow(const float* x, int64_t K, float scale, int8_t* q) {
   for (; k < K; ++k) q[k] = QuantizeToS8(x[k], scale);
 }
 
-// y[n] = (float(c[n]) * s) * sw[n].
-void DequantizeRow(const int32_t* c, int64_t N, float s, const float* sw, float* y) {
-  const __m128 vs = _mm_set1_ps(s);
-  int64_t n = 0;
-  for (; n + 4 <= N; n += 4) {
-    const __m128 v = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + n)));
-    _mm_storeu_ps(y + n, _mm_mul_ps(_mm_mul_ps(v, vs), _mm_loadu_ps(sw + n)));
-  }
-  for (; n < N; ++n) y[n] = static_cast<float>(c[n]) * s * sw[n];
-}
-
 // Per-thread scratch for the quantised activations, their scales and the int32 product.
 struct A8W8Scratch {
   std::vector<int8_t> q;
@@ -121,36 +110,35 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
   thread_local A8W8Scratch s;
   if (static_cast<int64_t>(s.q.size()) < M * K) s.q.resize(M * K);
   if (static_cast<int64_t>(s.scales.size()) < M) s.scales.resize(M);
-  if (static_cast<int64_t>(s.acc.size()) < M * N) s.acc.resize(M * N);
   int8_t* q = s.q.data();
   float* sa = s.scales.data();
-  int32_t* acc = s.acc.data();
   const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, K));
   ParallelFor(pool, M, rows_per_chunk, [&](int64_t m0, int64_t m1) {
     QuantizeRowsS8(m1 - m0, K, a + m0 * K, K, q + m0 * K, K, sa + m0);
   });
   Int8GemmOffload* offload = w.offload();
-  bool on_device = false;
-  // An offload without designs never takes a call: skip it, so the host-only path costs nothing.
-  if (offload != nullptr && offload->configured()) {
-    // Two captures keep the std::function in its inline buffer (no allocation per call).
-    const HostGemmS8Fn host = [&w, pool](int64_t m, int64_t, int64_t, const int8_t* qa,
-                                         const int8_t*, int32_t* c) {
-      GemmS8S8S32(m, qa, w.K(), w.packed(), c, w.N(), pool);
-    };
-    const absl::Status st = offload->RunGemmS8(M, K, N, q, w.device_copy(), acc, host, &on_device);
-    // The offload refuses only invalid arguments (M, K, N > 0 and q, acc are set here).
-    if (!st.ok()) GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
-  } else {
-    GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
+  // An offload without designs never takes a call: skip it, so the host-only path costs nothing
+  // (and dequantises in the GEMM's tiles).
+  if (offload == nullptr || !offload->configured()) {
+    GemmS8S8F32Scaled(M, q, K, w.packed(), sa, w.scales(), y, N, pool);
+    return;
   }
+  if (static_cast<int64_t>(s.acc.size()) < M * N) s.acc.resize(M * N);
+  int32_t* acc = s.acc.data();
+  bool on_device = false;
+  // Two captures keep the std::function in its inline buffer (no allocation per call).
+  const HostGemmS8Fn host = [&w, pool](int64_t m, int64_t, int64_t, const int8_t* qa,
+                                       const int8_t*, int32_t* c) {
+    GemmS8S8S32(m, qa, w.K(), w.packed(), c, w.N(), pool);
+  };
+  const absl::Status st = offload->RunGemmS8(M, K, N, q, w.device_copy(), acc, host, &on_device);
+  // The offload refuses only invalid arguments (M, K, N > 0 and q, acc are set here).
+  if (!st.ok()) GemmS8S8S32(M, q, K, w.packed(), acc, N, pool);
   const auto t0 = on_device ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const float* sw = w.scales();
   const int64_t dq_rows = std::max<int64_t>(1, (int64_t{1} << 15) / N);
   ParallelFor(pool, M, dq_rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      DequantizeRow(acc + m * N, N, sa[m], sw, y + m * N);
-    }
+    for (int64_t m = m0; m < m1; ++m) DequantizeRowS32(acc + m * N, N, sa[m], sw, y + m * N);
   });
   if (on_device) {
     offload->AddEpilogueNs(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -1,6 +1,8 @@
 // Int8 GEMM driver: tier dispatch, weight packing, A preparation, thread split.
 #include "quant/gemm_s8.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -87,9 +89,16 @@ struct Problem {
   int64_t elem;
   const PackedWeightsS8* w;
   const int32_t* shift_col_sums;  // null unless s8 activations were shifted to u8
-  int32_t* c;
+  int32_t* c;  // the int32 result, or null when y takes the dequantised one
   int64_t ldc;
+  const float* row_scales;  // with y: the per-row and per-column scales of the epilogue
+  const float* col_scales;
+  float* y;
+  int64_t ldy;
 };
+
+// The most rows a tier's panel kernel writes (the epilogue's tile buffer).
+constexpr int64_t kMaxTileRows = 8;
 
 // Rows [m0, m1) x panels [p0, p1) of C.
 void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int64_t p0,
@@ -102,20 +111,42 @@ void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int
       const int8_t* panel = p.w->data() + pi * p.kp * P;
       const int64_t nr = std::min(P, p.N - pi * P);
       const int32_t* shift = p.shift_col_sums ? p.shift_col_sums + pi * P : nullptr;
-      for (int64_t ir = ic; ir < ic_end; ir += t.mr)
-        t.panel(kq, p.a + ir * p.kp * p.elem, p.kp, panel, shift, p.c + ir * p.ldc + pi * P,
-                p.ldc, std::min(t.mr, ic_end - ir), nr);
+      for (int64_t ir = ic; ir < ic_end; ir += t.mr) {
+        const int64_t mr = std::min(t.mr, ic_end - ir);
+        const uint8_t* a = p.a + ir * p.kp * p.elem;
+        if (p.y == nullptr) {
+          t.panel(kq, a, p.kp, panel, shift, p.c + ir * p.ldc + pi * P, p.ldc, mr, nr);
+          continue;
+        }
+        // The tile's int32 sums stay in this L1 buffer; only the scaled floats reach memory.
+        alignas(64) int32_t tile[kMaxTileRows * P];
+        t.panel(kq, a, p.kp, panel, shift, tile, P, mr, nr);
+        for (int64_t r = 0; r < mr; ++r)
+          DequantizeRowS32(tile + r * P, nr, p.row_scales[ir + r], p.col_scales + pi * P, p.y + (ir + r) * p.ldy + pi * P);
+      }
     }
   }
 }
 
+// c = a w, or with y the epilogue y = (float(a w) * row_scales) * col_scales (c unused).
+struct Epilogue {
+  const float* row_scales = nullptr;
+  const float* col_scales = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
 template <typename Src>
 void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t* c, int64_t ldc,
-         ThreadPool* pool) {
+         ThreadPool* pool, const Epilogue& e = {}) {
   const int64_t N = w.N(), K = w.K();
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + N, 0);
+    const std::vector<int32_t> zeros(static_cast<size_t>(N), 0);
+    for (int64_t i = 0; i < M; ++i) {
+      if (e.y != nullptr) DequantizeRowS32(zeros.data(), N, e.row_scales[i], e.col_scales, e.y + i * e.ldy);
+      else std::fill(c + i * ldc, c + i * ldc + N, 0);
+    }
     return;
   }
   const GemmS8Tier& t = ActiveTier();
@@ -124,8 +155,9 @@ void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t
   void* prepared = Scratch(static_cast<size_t>(M * kp * elem));
   PrepareA(t.a_format, M, a, lda, K, kp, prepared);
   const bool shifted = std::is_signed_v<Src> && t.a_format == AFormat::kU8Shifted;
+  assert(t.mr <= kMaxTileRows);
   const Problem p{M, N, kp, static_cast<const uint8_t*>(prepared), elem, &w,
-                  shifted ? w.column_sums() : nullptr, c, ldc};
+                  shifted ? w.column_sums() : nullptr, c, ldc, e.row_scales, e.col_scales, e.y, e.ldy};
 
   const int64_t mp = (M + t.mr - 1) / t.mr;
   const int64_t np = w.panels();
@@ -221,6 +253,22 @@ void GemmS8S8S32(int64_t M, const int8_t* a, int64_t lda, const PackedWeightsS8&
 void GemmU8S8S32(int64_t M, const uint8_t* a, int64_t lda, const PackedWeightsS8& w, int32_t* c,
                  int64_t ldc, ThreadPool* pool) {
   Run(M, a, lda, w, c, ldc, pool);
+}
+
+void GemmS8S8F32Scaled(int64_t M, const int8_t* a, int64_t lda, const PackedWeightsS8& w,
+                       const float* row_scales, const float* col_scales, float* y, int64_t ldy,
+                       ThreadPool* pool) {
+  Run(M, a, lda, w, nullptr, 0, pool, Epilogue{row_scales, col_scales, y, ldy});
+}
+
+void DequantizeRowS32(const int32_t* c, int64_t N, float row_scale, const float* col_scales, float* y) {
+  const __m128 vs = _mm_set1_ps(row_scale);
+  int64_t n = 0;
+  for (; n + 4 <= N; n += 4) {
+    const __m128 v = _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + n)));
+    _mm_storeu_ps(y + n, _mm_mul_ps(_mm_mul_ps(v, vs), _mm_loadu_ps(col_scales + n)));
+  }
+  for (; n < N; ++n) y[n] = static_cast<float>(c[n]) * row_scale * col_scales[n];
 }
 
 void gemm_s8s8_s32_reference(int64_t M, int64_t N, int64_t K, const int8_t* a, int64_t lda,

@@ -66,6 +66,16 @@ void GemmS8S8S32(int64_t M, const int8_t* a, int64_t lda, const PackedWeightsS8&
 void GemmU8S8S32(int64_t M, const uint8_t* a, int64_t lda, const PackedWeightsS8& w, int32_t* c,
                  int64_t ldc, ThreadPool* pool);
 
+// y[M x N] (ldy) = (float(a w) * row_scales[m]) * col_scales[n]: GemmS8S8S32 with the dynamic
+// A8W8 dequantisation applied to each tile while it is still in L1 (no int32 C in memory, no
+// second pass over the rows). The same bits as GemmS8S8S32 then DequantizeRowS32 on each row.
+void GemmS8S8F32Scaled(int64_t M, const int8_t* a, int64_t lda, const PackedWeightsS8& w,
+                       const float* row_scales, const float* col_scales, float* y, int64_t ldy,
+                       ThreadPool* pool);
+
+// y[n] = (float(c[n]) * row_scale) * col_scales[n] for n < N.
+void DequantizeRowS32(const int32_t* c, int64_t N, float row_scale, const float* col_scales, float* y);
+
 // Plain triple loops, int32 accumulation, on unpacked row-major w (K x N, ldw): the oracles.
 void gemm_s8s8_s32_reference(int64_t M, int64_t N, int64_t K, const int8_t* a, int64_t lda,
                              const int8_t* w, int64_t ldw, int32_t* c, int64_t ldc);

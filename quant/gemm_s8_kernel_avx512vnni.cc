@@ -15,6 +15,13 @@ namespace {
 
 constexpr int64_t kQuadBytes = 4 * kGemmS8Panel;  // one k-quad row of a packed panel: 2 zmm
 
+// Both cache lines of the k-quad row kPanelPrefetchBytes ahead of w.
+ONEINFER_AVX512VNNI inline void PrefetchQuad(const int8_t* w) {
+  const char* p = reinterpret_cast<const char*>(w) + kPanelPrefetchBytes;
+  _mm_prefetch(p, _MM_HINT_T0);
+  _mm_prefetch(p + 64, _MM_HINT_T0);
+}
+
 ONEINFER_AVX512VNNI inline __m512i BroadcastQuad(const uint8_t* p) {
   int32_t quad;
   std::memcpy(&quad, p, sizeof(quad));
@@ -49,6 +56,8 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) odd0[r] = odd1[r] = _mm512_setzero_si512();
     for (; q + 2 <= kq; q += 2, w += 2 * kQuadBytes) {
+      PrefetchQuad(w);
+      PrefetchQuad(w + kQuadBytes);
       const __m512i w0 = _mm512_loadu_si512(w);
       const __m512i w1 = _mm512_loadu_si512(w + 64);
       const __m512i w2 = _mm512_loadu_si512(w + 128);
@@ -70,6 +79,7 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
     }
   }
   for (; q < kq; ++q, w += kQuadBytes) {
+    PrefetchQuad(w);
     const __m512i w0 = _mm512_loadu_si512(w);
     const __m512i w1 = _mm512_loadu_si512(w + 64);
 #pragma GCC unroll 8
