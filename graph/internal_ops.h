@@ -88,6 +88,26 @@ struct KVCacheFinish {
   enum Input : size_t { kBuffer = 0 };
 };
 
+// SoftmaxAttention (attention_fusion.cc -> ops/fused.cc): attention as graphs spell it,
+//   Softmax(last axis)(Add(Mul(FusedMatMul(q, k, transB = 1, alpha), scale), mask)) -> MatMul(., v)
+// with the Mul and the Add optional: per batch matrix, the scores are q k^T (alpha) times scale,
+// plus mask, each row's softmax, times v. Batch axes broadcast as MatMul's do; mask broadcasts to
+// the scores. The same roundings as the unfused chain, one node instead of five per layer.
+struct SoftmaxAttention {
+  static constexpr char kName[] = "SoftmaxAttention";
+  enum Input : size_t { kQ = 0, kK, kV, kMask };
+  static constexpr char kAlpha[] = "alpha";  // float: FusedMatMul's alpha (default 1)
+  static constexpr char kScale[] = "scale";  // float: the Mul's scalar, applied after the product (default: none)
+};
+
+// RotateHalf (rotary_fusion.cc -> ops/fused.cc): y = t * cos + rotate_half(t) * sin, where
+// rotate_half(t) = concat(-t[..., D/2:], t[..., :D/2]) along the last axis; cos and sin broadcast
+// to t. Each product rounded, then the sum: the unfused chain's arithmetic.
+struct RotateHalf {
+  static constexpr char kName[] = "RotateHalf";
+  enum Input : size_t { kT = 0, kCos, kSin };
+};
+
 // FusedConv (conv_fusion.cc -> ops/nn.cc): Conv (ONNX's inputs and attributes: auto_pad,
 // dilations, group, kernel_shape, pads, strides) with a BatchNormalization folded into W and B and
 // the activation that read it applied as the epilogue.

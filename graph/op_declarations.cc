@@ -168,6 +168,9 @@ std::vector<OpSignature> Declarations() {
   d.push_back(Op(in, io::KVCacheAppend::kName, v, "rro", "ro",
                  {{io::KVCacheAppend::kSlot, T::kInt}, {io::KVCacheAppend::kAxis, T::kInt}}));
   d.push_back(Op(in, io::KVCacheFinish::kName, v, "rw", "r"));
+  d.push_back(Op(in, io::SoftmaxAttention::kName, v, "rrro", "r",
+                 {{io::SoftmaxAttention::kAlpha, T::kFloat}, {io::SoftmaxAttention::kScale, T::kFloat}}));
+  d.push_back(Op(in, io::RotateHalf::kName, v, "rrr", "r"));
   d.push_back(Op(in, io::KVCacheConcat::kName, v, "rr", "r", {{io::KVCacheConcat::kAxis, T::kInt, true}}));
   d.push_back(Op(in, io::FusedConv::kName, v, "rro", "r",
                  {{"auto_pad", T::kString}, {"dilations", T::kInts}, {"group", T::kInt}, {"kernel_shape", T::kInts},

@@ -74,14 +74,13 @@ absl::StatusOr<std::vector<int32_t>> ModelStopIds(const std::string& model_dir_s
     }
     return absl::OkStatus();
   };
-  auto read = [&](const char* name, json* j) { return ReadConfig(model_dir, name, j); };
   json j;
-  auto found = read("generation_config.json", &j);
+  auto found = ReadConfig(model_dir, "generation_config.json", &j);
   if (!found.ok()) return found.status();
   if (*found && j.is_object() && j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     if (auto s = add_ids(j["eos_token_id"], "generation_config.json"); !s.ok()) return s;
   }
-  found = read("genai_config.json", &j);
+  found = ReadConfig(model_dir, "genai_config.json", &j);
   if (!found.ok()) return found.status();
   if (*found && j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("eos_token_id")) {
     if (auto s = add_ids(j["model"]["eos_token_id"], "genai_config.json"); !s.ok()) return s;
@@ -92,7 +91,7 @@ absl::StatusOr<std::vector<int32_t>> ModelStopIds(const std::string& model_dir_s
       if (auto id = tok->TokenId(t)) stop.push_back(*id);
     }
   }
-  found = read("tokenizer_config.json", &j);
+  found = ReadConfig(model_dir, "tokenizer_config.json", &j);
   if (!found.ok()) return found.status();
   if (*found && tok && j.is_object() && j.contains("eos_token")) {
     const json& e = j["eos_token"];

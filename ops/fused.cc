@@ -1,6 +1,7 @@
 // The engine's internal fused nodes (domain oneinfer.internal), made by graph passes and never
-// read from a model file: the stacked KV cache's appends (FuseStackedKVCache) and RMSNorm
-// (FuseRMSNorm).
+// read from a model file: the stacked KV cache's appends (FuseStackedKVCache), RMSNorm
+// (FuseRMSNorm), SoftmaxAttention (FuseSoftmaxAttention) and RotateHalf (FuseRotateHalf).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "graph/internal_ops.h"
 #include "ops/families.h"
+#include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
 
 namespace oneinfer {
@@ -70,6 +72,149 @@ absl::Status AppendCompute(OpContext& ctx) {
   });
   // The layer reads its slot in place: a view that keeps the buffer alive.
   ctx.SetOutput(0, Tensor::Wrap(past.dtype(), slot_shape, buffer.holder(), dst));
+  return absl::OkStatus();
+}
+
+// SoftmaxAttention(q [..., M, D], k [..., T, D], v [..., T, Dv], mask?) -> [..., M, Dv]: per batch
+// matrix the unfused chain's steps and roundings (FusedMatMul's GEMM with alpha, times scale, plus
+// mask, the Softmax op's row arithmetic, MatMul's GEMM), one task per batch matrix with its scores
+// in a scratch row block instead of three graph tensors.
+absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
+  using Op = internal_ops::SoftmaxAttention;
+  const Tensor& q = ctx.input(Op::kQ);
+  const Tensor& k = ctx.input(Op::kK);
+  const Tensor& v = ctx.input(Op::kV);
+  const bool masked = ctx.has_input(Op::kMask);
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (t->dtype() != DType::kFloat32 || t->rank() < 2) {
+      return InvalidArgument(ctx, "q, k and v must be float32 of rank 2 or more, got ", DTypeName(t->dtype()), " ",
+                             ShapeToString(t->shape()));
+    }
+  }
+  const int64_t M = q.dim(-2), D = q.dim(-1), T = k.dim(-2), Dv = v.dim(-1);
+  if (k.dim(-1) != D || v.dim(-2) != T) {
+    return InvalidArgument(ctx, "q ", ShapeToString(q.shape()), ", k ", ShapeToString(k.shape()), " and v ",
+                           ShapeToString(v.shape()), " do not make q k^T v");
+  }
+  auto batch_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
+  auto batch = BroadcastShapes({batch_of(q), batch_of(k), batch_of(v)});
+  if (!batch.ok()) return InvalidArgument(ctx, "batch dimensions do not broadcast: ", batch.status().message());
+  Shape scores_shape = *batch;
+  scores_shape.insert(scores_shape.end(), {M, T});
+  std::vector<int64_t> mask_strides;
+  const float* mask = nullptr;
+  if (masked) {
+    const Tensor& m = ctx.input(Op::kMask);
+    auto both = BroadcastShapes({scores_shape, m.shape()});
+    if (m.dtype() != DType::kFloat32 || !both.ok() || *both != scores_shape) {
+      return InvalidArgument(ctx, "mask ", DTypeName(m.dtype()), " ", ShapeToString(m.shape()),
+                             " does not broadcast to the scores ", ShapeToString(scores_shape));
+    }
+    mask_strides = BroadcastStrides(m.shape(), scores_shape);
+    mask = m.data<float>();
+  }
+  Shape out_shape = *batch;
+  out_shape.insert(out_shape.end(), {M, Dv});
+  Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, out_shape);
+  if (y.num_elements() == 0) return absl::OkStatus();
+  const float alpha = ctx.node().GetFloat(Op::kAlpha, 1.0f);
+  const bool scaled = ctx.node().HasAttr(Op::kScale);
+  const float scale = ctx.node().GetFloat(Op::kScale, 1.0f);
+  const int64_t nb = NumElements(*batch);
+  const std::vector<int64_t> sq = BroadcastStrides(batch_of(q), *batch), sk = BroadcastStrides(batch_of(k), *batch),
+                             sv = BroadcastStrides(batch_of(v), *batch), so = Strides(*batch);
+  const size_t nbd = batch->size();
+  ParallelFor(ctx.thread_pool(), nb, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> s;  // the scores, reused: a decode step makes ~450 of these calls
+    s.resize(static_cast<size_t>(M * T));
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t iq = 0, ik = 0, iv = 0, im = 0, rem = i;
+      for (size_t d = 0; d < nbd; ++d) {
+        const int64_t idx = rem / so[d];
+        rem %= so[d];
+        iq += idx * sq[d];
+        ik += idx * sk[d];
+        iv += idx * sv[d];
+        if (mask != nullptr) im += idx * mask_strides[d];
+      }
+      float* out = y.data<float>() + i * M * Dv;
+      if (T == 0) {  // softmax of an empty row is empty: the product with no keys is zero
+        std::fill(out, out + M * Dv, 0.0f);
+        continue;
+      }
+      Sgemm(false, true, M, T, D, alpha, q.data<float>() + iq * M * D, D, k.data<float>() + ik * T * D, D, 0.0f,
+            s.data(), T, nullptr);
+      for (int64_t r = 0; r < M; ++r) {
+        float* row = s.data() + r * T;
+        if (scaled) for (int64_t t = 0; t < T; ++t) row[t] *= scale;
+        if (mask != nullptr) {
+          const float* mrow = mask + im + r * mask_strides[nbd];
+          const int64_t mt = mask_strides[nbd + 1];
+          for (int64_t t = 0; t < T; ++t) row[t] += mrow[t * mt];
+        }
+        SoftmaxRowF32(row, row, T);
+      }
+      Sgemm(false, false, M, Dv, T, 1.0f, s.data(), T, v.data<float>() + iv * T * Dv, Dv, 0.0f, out, Dv, nullptr);
+    }
+  });
+  return absl::OkStatus();
+}
+
+// RotateHalf(t [..., D], cos, sin) = t * cos + concat(-t[..., D/2:], t[..., :D/2]) * sin, cos and
+// sin broadcast to t; the products and the sum rounded as the unfused Mul, Mul and Add round them.
+absl::Status RotateHalfCompute(OpContext& ctx) {
+  using Op = internal_ops::RotateHalf;
+  const Tensor& t = ctx.input(Op::kT);
+  const Tensor& cos = ctx.input(Op::kCos);
+  const Tensor& sin = ctx.input(Op::kSin);
+  if (t.dtype() != DType::kFloat32 || cos.dtype() != DType::kFloat32 || sin.dtype() != DType::kFloat32 || t.rank() < 1 ||
+      t.dim(-1) % 2 != 0) {
+    return InvalidArgument(ctx, "RotateHalf needs float32 t with an even last axis and float32 cos and sin, got ",
+                           DTypeName(t.dtype()), " ", ShapeToString(t.shape()), ", ", DTypeName(cos.dtype()), ", ",
+                           DTypeName(sin.dtype()));
+  }
+  for (const Tensor* c : {&cos, &sin}) {
+    auto both = BroadcastShapes({t.shape(), c->shape()});
+    if (!both.ok() || *both != t.shape()) {
+      return InvalidArgument(ctx, "cos/sin ", ShapeToString(c->shape()), " do not broadcast to ", ShapeToString(t.shape()));
+    }
+  }
+  Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, t.shape());
+  const int64_t D = t.dim(-1), half = D / 2, rows = D ? t.num_elements() / D : 0;
+  if (rows == 0) return absl::OkStatus();
+  const Shape row_shape(t.shape().begin(), t.shape().end() - 1);
+  const std::vector<int64_t> rs = Strides(row_shape);
+  const std::vector<int64_t> cs = BroadcastStrides(cos.shape(), t.shape()), ss = BroadcastStrides(sin.shape(), t.shape());
+  const size_t r = row_shape.size();
+  const float* tp = t.data<float>();
+  const float* cp = cos.data<float>();
+  const float* sp = sin.data<float>();
+  float* yp = y.data<float>();
+  ParallelFor(ctx.thread_pool(), rows, std::max<int64_t>(1, 16384 / D), [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t co = 0, so = 0, rem = row;
+      for (size_t d = 0; d < r; ++d) {
+        const int64_t idx = rem / rs[d];
+        rem %= rs[d];
+        co += idx * cs[d];
+        so += idx * ss[d];
+      }
+      const float* x = tp + row * D;
+      float* out = yp + row * D;
+      const int64_t cj = cs[r], sj = ss[r];
+      const float* c = cp + co;
+      const float* sn = sp + so;
+      if (cj == 1 && sj == 1) {  // cos and sin rows in place: two branch-free (vectorised) halves
+        for (int64_t j = 0; j < half; ++j) out[j] = x[j] * c[j] + -x[j + half] * sn[j];
+        for (int64_t j = half; j < D; ++j) out[j] = x[j] * c[j] + x[j - half] * sn[j];
+        continue;
+      }
+      for (int64_t j = 0; j < D; ++j) {
+        const float rot = j < half ? -x[j + half] : x[j - half];
+        out[j] = x[j] * c[j * cj] + rot * sn[j * sj];
+      }
+    }
+  });
   return absl::OkStatus();
 }
 
@@ -139,6 +284,8 @@ void RegisterFusedOps(KernelRegistry& r) {
   r.AddFn(kDomain, internal_ops::RMSNorm::kName, kOpset, kOpset, RMSNormCompute);
   r.AddFn(kDomain, internal_ops::KVCacheAppend::kName, kOpset, kOpset, AppendCompute);
   r.AddFn(kDomain, internal_ops::KVCacheFinish::kName, kOpset, kOpset, FinishCompute);
+  r.AddFn(kDomain, internal_ops::SoftmaxAttention::kName, kOpset, kOpset, SoftmaxAttentionCompute);
+  r.AddFn(kDomain, internal_ops::RotateHalf::kName, kOpset, kOpset, RotateHalfCompute);
 }
 
 }  // namespace oneinfer

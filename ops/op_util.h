@@ -90,6 +90,10 @@ std::vector<int64_t> Strides(const Shape& shape);
 // right-aligned against out.
 std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
 
+// y = softmax(x) over one contiguous float32 row of n, exactly as the Softmax op computes it
+// (ops/reduction.cc): fused kernels that end in a softmax share its arithmetic.
+void SoftmaxRowF32(const float* x, float* y, int64_t n);
+
 // Copies n elements of src (from element soff) into dst (from element doff); strings too.
 void CopyElems(Tensor& dst, int64_t doff, const Tensor& src, int64_t soff, int64_t n);
 // Product of s[from, to), clamped to the rank.

@@ -763,4 +763,6 @@ void RegisterReductionOps(KernelRegistry& r) {
   AddVersions(r, "LayerNormalization", {17}, MakeLayerNorm());
 }
 
+void SoftmaxRowF32(const float* x, float* y, int64_t n) { SoftmaxRow<float, SM::kSoftmax>(x, y, n); }
+
 }  // namespace oneinfer

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,31 @@ onnx::ModelProto TorchNormModel(bool half, bool reciprocal_op, const std::string
   return m;
 }
 
+// Runs `m` through the session's passes (how many rewrites `pass` made into *fused), then as a
+// session on `feeds`, and returns output "y"'s bits: the fused and unfused forms of a model are
+// compared bit for bit.
+std::vector<uint32_t> FusedRunBits(const onnx::ModelProto& m, const char* pass, const std::vector<Feed>& feeds,
+                                   const SessionOptions& options, int* fused) {
+  auto model = Load(m);
+  PassReport report;
+  PassContext ctx;
+  ctx.report = &report;
+  EXPECT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+  *fused = report.counts[pass];
+  const std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(feeds, {"y"});
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  const Tensor& y = (*out)[0];
+  const bool half = y.dtype() == DType::kFloat16;
+  std::vector<uint32_t> bits;
+  for (int64_t i = 0; i < y.num_elements(); ++i) bits.push_back(half ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
+  return bits;
+}
+
 TEST(RMSNormFusion, TorchsRsqrtFormAndItsFloat16CastsRunFusedToTheUnfusedValues) {
   // Rows: mixed magnitudes, all zeros (eps alone), large values (float16's top range).
   std::vector<float> xs(3 * 128);
@@ -215,29 +241,12 @@ TEST(RMSNormFusion, TorchsRsqrtFormAndItsFloat16CastsRunFusedToTheUnfusedValues)
     for (bool reciprocal_op : {false, true}) {
       SCOPED_TRACE(::testing::Message() << (half ? "float16" : "float32") << (reciprocal_op ? " Reciprocal" : " Div(1, .)"));
       auto run = [&](const std::string& exposed, int* fused) -> std::vector<uint32_t> {
-        const onnx::ModelProto m = TorchNormModel(half, reciprocal_op, exposed);
-        auto model = Load(m);
-        PassReport report;
-        PassContext ctx;
-        ctx.report = &report;
-        EXPECT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-        *fused = report.counts["rms_norm_fusion"];
-        const std::string bytes = m.SerializeAsString();
-        auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
-        EXPECT_TRUE(s.ok()) << s.status();
-        if (!s.ok()) return {};
         Tensor x = Tensor::Empty(half ? DType::kFloat16 : DType::kFloat32, {3, 128});
         for (size_t i = 0; i < xs.size(); ++i) {
           if (half) x.data<uint16_t>()[i] = F32ToF16(xs[i]);
           else x.data<float>()[i] = xs[i];
         }
-        auto out = (*s)->Run({{"x", x}});
-        EXPECT_TRUE(out.ok()) << out.status();
-        if (!out.ok()) return {};
-        const Tensor& y = (*out)[0];
-        std::vector<uint32_t> bits;
-        for (int64_t i = 0; i < y.num_elements(); ++i) bits.push_back(half ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
-        return bits;
+        return FusedRunBits(TorchNormModel(half, reciprocal_op, exposed), "rms_norm_fusion", {{"x", x}}, OneThread(), fused);
       };
       int fused = 0, unfused = 0, kept = 0;
       const std::vector<uint32_t> want = run("var", &unfused);  // a graph output inside: no fusion
@@ -252,6 +261,201 @@ TEST(RMSNormFusion, TorchsRsqrtFormAndItsFloat16CastsRunFusedToTheUnfusedValues)
       EXPECT_EQ(kept, 0);
       EXPECT_EQ(shared, want);
     }
+  }
+}
+
+// Attention as graphs write it: Transpose(k) -> MatMul(q, .) -> Mul(scale) -> Add(mask) ->
+// Softmax(-1) -> MatMul(., v); k and v broadcast over q's batch. `exposed` names an intermediate
+// also made a graph output (the chain then stays unfused); `mask_first` writes Add(mask, scores).
+onnx::ModelProto AttentionModel(const std::string& exposed, bool with_mask, bool mask_first, bool with_scale) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("q", onnx::TensorProto::FLOAT, {2, 3, 4, 8});
+  *g->add_input() = testing::TensorInfo("k", onnx::TensorProto::FLOAT, {1, 3, 5, 8});
+  *g->add_input() = testing::TensorInfo("v", onnx::TensorProto::FLOAT, {1, 3, 5, 6});
+  *g->add_input() = testing::TensorInfo("mask", onnx::TensorProto::FLOAT, {4, 5});
+  *g->add_initializer() = testing::FloatTensor("scale", {}, {0.35355339f});
+  onnx::NodeProto t = testing::MakeNode("Transpose", {"k"}, {"kt"});
+  auto* perm = t.add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int64_t p : {0, 1, 3, 2}) perm->add_ints(p);
+  *g->add_node() = t;
+  *g->add_node() = testing::MakeNode("MatMul", {"q", "kt"}, {"qk"});
+  std::string s = "qk";
+  if (with_scale) {
+    *g->add_node() = testing::MakeNode("Mul", {s, "scale"}, {"scaled"});
+    s = "scaled";
+  }
+  if (with_mask) {
+    *g->add_node() = testing::MakeNode("Add", mask_first ? std::vector<std::string>{"mask", s} : std::vector<std::string>{s, "mask"}, {"masked"});
+    s = "masked";
+  }
+  onnx::NodeProto sm = testing::MakeNode("Softmax", {s}, {"probs"});
+  auto* axis = sm.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(-1);
+  *g->add_node() = sm;
+  *g->add_node() = testing::MakeNode("MatMul", {"probs", "v"}, {"y"}, "attention");
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {2, 3, 4, 6});
+  if (!exposed.empty()) *g->add_output() = testing::TensorInfo(exposed, onnx::TensorProto::FLOAT, {2, 3, 4, 5});
+  return m;
+}
+
+TEST(SoftmaxAttentionFusion, TheChainRunsAsOneNodeToTheUnfusedValuesBitForBit) {
+  std::vector<float> q(2 * 3 * 4 * 8), k(3 * 5 * 8), v(3 * 5 * 6), mask(4 * 5);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 1.7f * std::sin(0.37f * static_cast<float>(i)) + 0.1f;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 1.3f * std::cos(0.71f * static_cast<float>(i)) - 0.2f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.9f * std::sin(1.9f * static_cast<float>(i) + 0.5f);
+  // A causal mask for 4 new rows after one past position: -inf above the diagonal.
+  for (int r = 0; r < 4; ++r) for (int c = 0; c < 5; ++c) mask[r * 5 + c] = c <= r + 1 ? 0.f : -INFINITY;
+  SessionOptions two;
+  two.num_threads = 2;  // the unfused products split across the pool; the fused ones run per batch matrix
+  for (int form = 0; form < 4; ++form) {
+    const bool with_mask = form != 3, mask_first = form == 1, with_scale = form != 2;
+    SCOPED_TRACE(::testing::Message() << "form " << form);
+    auto run = [&](const std::string& exposed, int* fused) -> std::vector<uint32_t> {
+      return FusedRunBits(AttentionModel(exposed, with_mask, mask_first, with_scale), "attention_fusion",
+                          {{"q", Tensor::FromVector(DType::kFloat32, {2, 3, 4, 8}, q)},
+                           {"k", Tensor::FromVector(DType::kFloat32, {1, 3, 5, 8}, k)},
+                           {"v", Tensor::FromVector(DType::kFloat32, {1, 3, 5, 6}, v)},
+                           {"mask", Tensor::FromVector(DType::kFloat32, {4, 5}, mask)}},
+                          two, fused);
+    };
+    int fused = 0, unfused = 0;
+    const std::vector<uint32_t> want = run("probs", &unfused);  // the probabilities read outside: no fusion
+    const std::vector<uint32_t> got = run("", &fused);
+    EXPECT_EQ(unfused, 0);
+    EXPECT_EQ(fused, 1);
+    ASSERT_EQ(want.size(), 2u * 3 * 4 * 6);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+  }
+}
+
+// rotate_half as Hugging Face writes it: t * cos + Concat(-t[..., 4:], t[..., :4]) * sin, t [1, 3, 4, 8],
+// cos and sin [4, 8]. `exposed`: an intermediate also made a graph output (no fusion); `swapped`:
+// the products' and the sum's operands in the other order, and the high half ending at INT64_MAX.
+onnx::ModelProto RotaryModel(const std::string& exposed, bool swapped, int64_t sin_width = 8) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("t", onnx::TensorProto::FLOAT, {1, 3, 4, 8});
+  *g->add_input() = testing::TensorInfo("cos", onnx::TensorProto::FLOAT, {4, 8});
+  *g->add_input() = testing::TensorInfo("sin", onnx::TensorProto::FLOAT, {4, sin_width});
+  *g->add_initializer() = Int64Tensor("zero", {1}, {0});
+  *g->add_initializer() = Int64Tensor("half", {1}, {4});
+  *g->add_initializer() = Int64Tensor("end", {1}, {swapped ? std::numeric_limits<int64_t>::max() : 8});
+  *g->add_initializer() = Int64Tensor("axis", {1}, {swapped ? -1 : 3});
+  *g->add_node() = testing::MakeNode("Slice", {"t", "zero", "half", "axis"}, {"lo"});
+  *g->add_node() = testing::MakeNode("Slice", {"t", "half", "end", "axis"}, {"hi"});
+  *g->add_node() = testing::MakeNode("Neg", {"hi"}, {"neg"});
+  onnx::NodeProto cat = testing::MakeNode("Concat", {"neg", "lo"}, {"rot"});
+  auto* axis = cat.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(swapped ? -1 : 3);
+  *g->add_node() = cat;
+  *g->add_node() = testing::MakeNode("Mul", swapped ? std::vector<std::string>{"cos", "t"} : std::vector<std::string>{"t", "cos"}, {"tc"});
+  *g->add_node() = testing::MakeNode("Mul", swapped ? std::vector<std::string>{"sin", "rot"} : std::vector<std::string>{"rot", "sin"}, {"rs"});
+  *g->add_node() = testing::MakeNode("Add", swapped ? std::vector<std::string>{"rs", "tc"} : std::vector<std::string>{"tc", "rs"}, {"y"});
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {1, 3, 4, 8});
+  if (!exposed.empty()) *g->add_output() = testing::TensorInfo(exposed, onnx::TensorProto::FLOAT, {1, 3, 4, 8});
+  return m;
+}
+
+TEST(RotaryFusion, RotateHalfRunsAsOneNodeToTheUnfusedValuesBitForBit) {
+  std::vector<float> t(3 * 4 * 8), cos(4 * 8), sin(4 * 8);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = 2.3f * std::sin(0.61f * static_cast<float>(i)) + 0.07f;
+  for (size_t i = 0; i < cos.size(); ++i) {
+    cos[i] = std::cos(0.3f * static_cast<float>(i));
+    sin[i] = std::sin(0.3f * static_cast<float>(i));
+  }
+  for (int form = 0; form < 3; ++form) {
+    // Form 2: sin [4, 1], broadcast along the rotated axis (the kernel's strided path).
+    const bool swapped = form == 1;
+    const int64_t sin_width = form == 2 ? 1 : 8;
+    SCOPED_TRACE(::testing::Message() << "form " << form);
+    auto run = [&](const std::string& exposed, int* fused) -> std::vector<uint32_t> {
+      std::vector<float> sin_fed(sin);
+      if (sin_width == 1) sin_fed = {sin[0], sin[8], sin[16], sin[24]};
+      return FusedRunBits(RotaryModel(exposed, swapped, sin_width), "rotary_fusion",
+                          {{"t", Tensor::FromVector(DType::kFloat32, {1, 3, 4, 8}, t)},
+                           {"cos", Tensor::FromVector(DType::kFloat32, {4, 8}, cos)},
+                           {"sin", Tensor::FromVector(DType::kFloat32, {4, sin_width}, sin_fed)}},
+                          OneThread(), fused);
+    };
+    int fused = 0, unfused = 0;
+    const std::vector<uint32_t> want = run("rot", &unfused);  // the rotated copy read outside: no fusion
+    const std::vector<uint32_t> got = run("", &fused);
+    EXPECT_EQ(unfused, 0);
+    EXPECT_EQ(fused, 1);
+    ASSERT_EQ(want.size(), t.size());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+    // Against the formula too: y = t c + rot s, each product rounded.
+    for (size_t i = 0; i < t.size(); ++i) {
+      const size_t j = i % 8, row = i / 8, pos = row % 4;
+      const float rot = j < 4 ? -t[i + 4] : t[i - 4];
+      const float y = t[i] * cos[pos * 8 + j] + rot * sin[pos * 8 + (sin_width == 1 ? 0 : j)];
+      ASSERT_EQ(got[i], std::bit_cast<uint32_t>(y)) << i;
+    }
+  }
+}
+
+// The two fused kernels as a file may also spell them: inputs they cannot compute are an error
+// naming the node, never a crash.
+TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
+  auto run = [](const std::string& op, const std::vector<std::pair<std::string, Tensor>>& feeds) -> absl::Status {
+    onnx::ModelProto m = testing::MakeModel();
+    auto* opset = m.add_opset_import();
+    opset->set_domain("oneinfer.internal");
+    opset->set_version(1);
+    auto* g = m.mutable_graph();
+    std::vector<std::string> names;
+    for (const auto& [name, t] : feeds) {
+      names.push_back(name);
+      onnx::ValueInfoProto info;
+      info.set_name(name);
+      *g->add_input() = info;
+    }
+    onnx::NodeProto n = testing::MakeNode(op, names, {"y"}, "fused");
+    n.set_domain("oneinfer.internal");
+    *g->add_node() = n;
+    onnx::ValueInfoProto out;
+    out.set_name("y");
+    *g->add_output() = out;
+    const std::string bytes = m.SerializeAsString();
+    auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+    if (!s.ok()) return s.status();
+    auto r = (*s)->Run(feeds, {"y"});
+    return r.ok() ? absl::OkStatus() : r.status();
+  };
+  auto f32 = [](Shape shape) {
+    Tensor t = Tensor::Empty(DType::kFloat32, shape);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = 0.25f;
+    return t;
+  };
+  struct Case {
+    std::string op;
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"RotateHalf", {{"t", f32({2, 7})}, {"c", f32({2, 7})}, {"s", f32({2, 7})}}, "even last axis"},
+      {"RotateHalf", {{"t", f32({2, 8})}, {"c", f32({3, 8})}, {"s", f32({2, 8})}}, "do not broadcast"},
+      {"RotateHalf", {{"t", Tensor::Empty(DType::kInt32, {2, 8})}, {"c", f32({2, 8})}, {"s", f32({2, 8})}}, "float32"},
+      {"SoftmaxAttention", {{"q", f32({1, 2, 3, 4})}, {"k", f32({1, 2, 5, 6})}, {"v", f32({1, 2, 5, 4})}}, "do not make q k^T v"},
+      {"SoftmaxAttention", {{"q", f32({4})}, {"k", f32({5, 4})}, {"v", f32({5, 4})}}, "rank 2 or more"},
+      {"SoftmaxAttention", {{"q", f32({2, 3, 4})}, {"k", f32({3, 5, 4})}, {"v", f32({3, 5, 4})}}, "do not broadcast"},
+      {"SoftmaxAttention", {{"q", f32({1, 3, 4})}, {"k", f32({1, 5, 4})}, {"v", f32({1, 5, 4})}, {"m", f32({2, 3, 5})}},
+       "does not broadcast to the scores"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status s = run(c.op, c.feeds);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.op << ": " << s;
+    EXPECT_NE(s.message().find(c.says), std::string::npos) << s;
+    EXPECT_NE(s.message().find("fused"), std::string::npos) << s;  // names the node
   }
 }
 
@@ -290,7 +494,8 @@ onnx::ModelProto StackedKVModel() {
 }
 
 TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
-  for (const onnx::ModelProto& m : {StackedKVModel(), RMSNormModel(false), RMSNormModel(true)}) {
+  for (const onnx::ModelProto& m : {StackedKVModel(), RMSNormModel(false), RMSNormModel(true), AttentionModel("", true, false, true),
+                                    RotaryModel("", false)}) {
     auto model = Load(m);
     ASSERT_NE(model, nullptr);
     PassReport report;
@@ -299,7 +504,7 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
     ctx.check_uses = true;
     ctx.report = &report;
     ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-    EXPECT_EQ(report.counts.size(), 11u);  // every pass ran (dead_node_elimination twice, one entry)
+    EXPECT_EQ(report.counts.size(), 13u);  // every pass ran (dead_node_elimination twice, one entry)
   }
   auto model = Load(StackedKVModel());
   PassReport report;

@@ -15,19 +15,6 @@
 
 namespace oneinfer {
 
-namespace {
-
-bool ScalarInt(const UseDefIndex& uses, const std::string& name, int64_t* v) {
-  const Tensor* t = uses.Const(name);
-  if (t == nullptr || t->num_elements() != 1) return false;
-  if (t->dtype() == DType::kInt64) *v = t->data<int64_t>()[0];
-  else if (t->dtype() == DType::kInt32) *v = t->data<int32_t>()[0];
-  else return false;
-  return true;
-}
-
-}  // namespace
-
 int FuseStackedKVCache(Graph& g, UseDefIndex& uses) {
   using Append = internal_ops::KVCacheAppend;
   using Finish = internal_ops::KVCacheFinish;
@@ -52,7 +39,7 @@ int FuseStackedKVCache(Graph& g, UseDefIndex& uses) {
       if (n.op_type == "Shape" && n.domain.empty()) continue;  // reads the shape only
       int64_t slot = 0;
       if (n.op_type != "Gather" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[0] != in.name ||
-          n.GetInt("axis", 0) != 0 || !ScalarInt(uses, n.inputs[1], &slot) || gather_of_slot.count(slot)) {
+          n.GetInt("axis", 0) != 0 || !uses.ConstInt(n.inputs[1], &slot) || gather_of_slot.count(slot)) {
         ok = false;
         break;
       }

@@ -12,7 +12,9 @@
 //   dead_node_elimination    again, after folding and the Conv fusion
 //   shape_inference          element types and shapes of every node output
 //   rms_norm_fusion          the RMSNorm chain (divide or rsqrt form, float16 casts) -> RMSNorm
+//   rotary_fusion            t * cos + Concat(-t[D/2:], t[:D/2]) * sin -> RotateHalf
 //   transpose_matmul_fusion  Transpose(last two axes) -> MatMul -> FusedMatMul
+//   attention_fusion         FusedMatMul(q, k^T) -> [Mul scale] -> [Add mask] -> Softmax -> MatMul(v) -> SoftmaxAttention
 // The fusions read the shared UseDefIndex (use_def.h) and write the internal ops of
 // graph/internal_ops.h.
 #pragma once
@@ -68,6 +70,15 @@ int FuseRMSNorm(Graph& g, UseDefIndex& uses);
 // MatMul(A, Transpose(B) over the last two axes) -> com.microsoft FusedMatMul(A, B, transB=1)
 // for float32 operands whose Transpose has no other reader; returns the count.
 int FuseTransposeIntoMatMul(Graph& g, UseDefIndex& uses);
+
+// Add(Mul(t, cos), Mul(Concat(Neg(Slice(t, D/2, D)), Slice(t, 0, D/2)), sin)) over the last
+// axis, float32 with D known, -> one internal RotateHalf node (rotary_fusion.cc); returns the count.
+int FuseRotateHalf(Graph& g, UseDefIndex& uses);
+
+// FusedMatMul(q, k, transB=1) -> [Mul(scalar)] -> [Add(mask)] -> Softmax(last axis) -> MatMul(., v),
+// float32 with every intermediate read by the chain alone, -> one internal SoftmaxAttention node
+// (attention_fusion.cc); returns the count.
+int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses);
 
 // Rewrites Conv (constant float32 W, B) and the chain reading it -- BatchNormalization, Mul/Add
 // by per-channel constants, one activation (Relu, Clip, LeakyRelu, HardSigmoid, Sigmoid,
@@ -139,5 +150,7 @@ std::unique_ptr<GraphPass> MakeDeadNodeEliminationPass();
 std::unique_ptr<GraphPass> MakeConstantFoldingPass();      // ctx.constant_folding, evaluate, max_folded_bytes
 std::unique_ptr<GraphPass> MakeShapeInferencePass();
 std::unique_ptr<GraphPass> MakeTransposeMatMulFusionPass();  // after shape inference: needs float32 types
+std::unique_ptr<GraphPass> MakeSoftmaxAttentionFusionPass();  // after transpose_matmul_fusion: reads its FusedMatMul
+std::unique_ptr<GraphPass> MakeRotaryFusionPass();  // after shape inference: needs D and float32
 
 }  // namespace oneinfer

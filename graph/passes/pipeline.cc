@@ -22,7 +22,9 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeShapeInferencePass());
     // These read the element types shape inference found.
     p->push_back(MakeRMSNormFusionPass());
+    p->push_back(MakeRotaryFusionPass());
     p->push_back(MakeTransposeMatMulFusionPass());
+    p->push_back(MakeSoftmaxAttentionFusionPass());
     return p;
   }();
   return *passes;

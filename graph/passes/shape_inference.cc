@@ -90,13 +90,17 @@ absl::StatusOr<int> InferShapes(Graph& g) {
       auto rule = rules.find(n.op_type);
       if (rule != rules.end()) rule->second(c);
     } else if (n.domain == internal_ops::kDomain) {
-      // The fusions' ops keep their data's element type (later passes read it: a KV cache view
-      // feeds attention's products); RMSNorm keeps its shape too.
-      if (n.op_type == internal_ops::RMSNorm::kName && !c.out.empty()) {
-        c.out[0].elem = c.Elem(0);
-        if (c.Shape(0)) c.out[0].shape = *c.Shape(0);
-      } else if (n.op_type == internal_ops::KVCacheAppend::kName) {
+      // The fusions that run before this pass keep their data's element type (later passes read
+      // it: a KV cache view feeds attention's products). RMSNorm and SoftmaxAttention are made
+      // after it.
+      if (n.op_type == internal_ops::KVCacheAppend::kName) {
         for (size_t k = 0; k < c.out.size(); ++k) c.out[k].elem = c.Elem(k == 0 ? 1 : 0);
+        // The slot view: the new entries' shape with the sequence axis unknown (past + new).
+        const int64_t axis = n.GetInt(internal_ops::KVCacheAppend::kAxis, 1);
+        if (!c.out.empty() && c.Shape(1) && axis >= 0 && static_cast<size_t>(axis) < c.Shape(1)->size()) {
+          c.out[0].shape = *c.Shape(1);
+          (*c.out[0].shape)[static_cast<size_t>(axis)] = Dim{};
+        }
       } else if (n.op_type == internal_ops::KVCacheFinish::kName && !c.out.empty()) {
         c.out[0].elem = c.Elem(0);
       } else if (n.op_type == internal_ops::KVCacheConcat::kName) {

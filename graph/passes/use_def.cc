@@ -46,4 +46,13 @@ const Tensor* UseDefIndex::Const(const std::string& v) const {
   return a != nullptr && a->type == Attribute::Type::kTensor ? &a->t : nullptr;
 }
 
+bool UseDefIndex::ConstInt(const std::string& v, int64_t* out) const {
+  const Tensor* t = Const(v);
+  if (t == nullptr || t->num_elements() != 1) return false;
+  if (t->dtype() == DType::kInt64) *out = t->data<int64_t>()[0];
+  else if (t->dtype() == DType::kInt32) *out = t->data<int32_t>()[0];
+  else return false;
+  return true;
+}
+
 }  // namespace oneinfer

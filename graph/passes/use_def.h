@@ -44,6 +44,8 @@ class UseDefIndex {
   // a Constant node holding a tensor `value`; null otherwise. Initializers are looked up live,
   // so values a pass folds into initializers are constants at once.
   const Tensor* Const(const std::string& v) const;
+  // The value of a one-element int64 or int32 constant `v` into *out; false when `v` is not one.
+  bool ConstInt(const std::string& v, int64_t* out) const;
 
   // Same producers, readers, graph inputs and outputs (tests: a kept index matches a fresh one).
   bool operator==(const UseDefIndex& o) const {
