@@ -179,6 +179,13 @@ class PlanContext : public OpContext {
            ptr_[slot] != nullptr && ptr_[slot] != &plan_.slots_[slot].constant &&
            std::find(outs.begin(), outs.end(), s) == outs.end();
   }
+  bool InputDonated(size_t k) const override {
+    if (!has_input(k)) return false;
+    const auto slot = static_cast<size_t>(step_.inputs[k]);
+    return donated_ != nullptr && slot < donated_->size() && (*donated_)[slot] &&
+           plan_.slots_[slot].kind == ExecutionPlan::SlotKind::kInput && ptr_[slot] != nullptr &&
+           ptr_[slot] != &plan_.slots_[slot].constant;
+  }
   bool produced(size_t i) const {
     return !has_output(i) || ptr_[static_cast<size_t>(step_.outputs[i])] == &owned_[static_cast<size_t>(step_.outputs[i])];
   }

@@ -306,6 +306,7 @@ RunControl ControlOf(const RunOptions* run) {
     control.cancel = &run->cancel;
     control.also_cancel = run->also_cancel;
     control.deadline = run->deadline;
+    control.grow_kv_in_place = run->grow_kv_in_place;
   }
   return control;
 }

@@ -55,12 +55,18 @@ struct RMSNorm {
 // KVCacheAppend (kv_cache_fusion.cc -> ops/fused.cc): KVCacheAppend(past, new, buffer?) ->
 // (slot view, buffer?): slot `slot` of the stacked present buffer = past's slot then new along
 // `axis`; the first append (slot 0) allocates the buffer and outputs it, the others take it.
+// With `grow` (kv_cache_fusion.cc's MarkGrowableKVCache: every slot view is read by
+// SoftmaxAttention alone, the buffer by nothing but the graph's output) and a run that asks for
+// it (RunOptions::grow_kv_in_place), the buffer is a block with room for more positions: each
+// slot's rows at the block's capacity stride, and a donated past that is such a block with room
+// takes the new rows in place.
 struct KVCacheAppend {
   static constexpr char kName[] = "KVCacheAppend";
   enum Input : size_t { kPast = 0, kNew, kBuffer };
   enum Output : size_t { kSlotView = 0, kBufferOut };
   static constexpr char kSlot[] = "slot";  // int
   static constexpr char kAxis[] = "axis";  // int: the sequence axis of one slot's dims
+  static constexpr char kGrow[] = "grow";  // int: 1 may keep the buffer as a growing block
 };
 
 // A growing KV cache's block has room for up to this many more positions: the cache grows by one
@@ -93,6 +99,7 @@ struct KVCacheFinish {
 // with the Mul and the Add optional: per batch matrix, the scores are q k^T (alpha) times scale,
 // plus mask, each row's softmax, times v. Batch axes broadcast as MatMul's do; mask broadcasts to
 // the scores. The same roundings as the unfused chain, one node instead of five per layer.
+// k and v may be slot views of a growing KV cache (KVCacheAppend `grow`): rows at its stride.
 struct SoftmaxAttention {
   static constexpr char kName[] = "SoftmaxAttention";
   enum Input : size_t { kQ = 0, kK, kV, kMask };

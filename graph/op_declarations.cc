@@ -166,7 +166,8 @@ std::vector<OpSignature> Declarations() {
                  {{io::MatMulQ4NX::kK, T::kInt, true}, {io::MatMulQ4NX::kN, T::kInt, true}}));
   d.push_back(Op(in, io::RMSNorm::kName, v, "rr", "r", {{io::RMSNorm::kEpsilon, T::kFloat}, {io::RMSNorm::kReciprocal, T::kInt}}));
   d.push_back(Op(in, io::KVCacheAppend::kName, v, "rro", "ro",
-                 {{io::KVCacheAppend::kSlot, T::kInt}, {io::KVCacheAppend::kAxis, T::kInt}}));
+                 {{io::KVCacheAppend::kSlot, T::kInt}, {io::KVCacheAppend::kAxis, T::kInt},
+                  {io::KVCacheAppend::kGrow, T::kInt}}));
   d.push_back(Op(in, io::KVCacheFinish::kName, v, "rw", "r"));
   d.push_back(Op(in, io::SoftmaxAttention::kName, v, "rrro", "r",
                  {{io::SoftmaxAttention::kAlpha, T::kFloat}, {io::SoftmaxAttention::kScale, T::kFloat}}));

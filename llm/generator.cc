@@ -323,9 +323,11 @@ const RunOptions& Generator::StepRunOptions(const RunOptions& caller, RunOptions
   own->deadline = caller.deadline;
   own->also_cancel = &caller.cancel;
   own->last_row_outputs = {"logits"};
-  if (share_buffer_) {
+  // The cache each step returns is only fed to the next: handed over, it grows in place.
+  if (share_buffer_ || layout_ == CacheLayout::kStacked) {
     for (const CacheSlot& c : cache_) own->donated_inputs.push_back(c.input);
   }
+  own->grow_kv_in_place = layout_ == CacheLayout::kStacked;
   return *own;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "ops/kernel.h"
@@ -18,8 +19,27 @@ namespace oneinfer {
 
 namespace {
 
+// The storage of a growing stacked KV cache (KVCacheAppend with `grow`): a tensor [N, ..., T, ...]
+// whose holder carries this deleter has each slot's rows of the sequence axis `capacity` apart
+// (the block is [N, ..., capacity, ...]), not T. Found with std::get_deleter; only the appends,
+// SoftmaxAttention and the caller that asked for it (RunOptions::grow_kv_in_place) see one.
+struct KVBlock {
+  int64_t capacity;
+  std::shared_ptr<void> storage;  // the allocator's block, returned when the last view goes
+  void operator()(void*) { storage.reset(); }
+};
+
+// The positions between consecutive groups of rows in t (a KV block or a view into one: its
+// capacity), else `rows` (dense).
+int64_t RowCapacity(const Tensor& t, int64_t rows) {
+  const KVBlock* b = std::get_deleter<KVBlock>(t.holder());
+  return b != nullptr ? b->capacity : rows;
+}
+
 // KVCacheAppend(past [N, ...slot], new [...slot with S at axis], buffer?) -> slot view (, buffer)
-// slot s of the buffer = past slot s followed by new along `axis` (of the slot's dims).
+// slot s of the buffer = past slot s followed by new along `axis` (of the slot's dims). Growing
+// (the node's `grow` and the run's RunOptions::grow_kv_in_place), the buffer is a KV block; a
+// donated past that is one with room for S more rows becomes the buffer and only new is copied.
 absl::Status AppendCompute(OpContext& ctx) {
   using Op = internal_ops::KVCacheAppend;
   const int64_t s = ctx.node().GetInt(Op::kSlot, 0), axis = ctx.node().GetInt(Op::kAxis, 1);
@@ -41,12 +61,21 @@ absl::Status AppendCompute(OpContext& ctx) {
   slot_shape[static_cast<size_t>(axis)] = P + S;
   Shape buffer_shape = slot_shape;
   buffer_shape.insert(buffer_shape.begin(), past.dim(0));
+  const bool grow = ctx.node().GetInt(Op::kGrow, 0) != 0 && ctx.run_control().grow_kv_in_place;
+  const int64_t past_cap = RowCapacity(past, P);
   Tensor buffer;
   if (s == 0) {
-    Shape reserve = buffer_shape;
-    reserve[static_cast<size_t>(axis) + 1] = internal_ops::KVCacheCapacity(P + S);
-    Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);
-    buffer = Tensor::Wrap(past.dtype(), buffer_shape, block.holder(), block.raw_data());
+    const bool past_is_block = std::get_deleter<KVBlock>(past.holder()) != nullptr && past.raw_data() == past.holder().get();
+    if (grow && past_is_block && past_cap >= P + S && ctx.InputDonated(0)) {
+      buffer = Tensor::Wrap(past.dtype(), buffer_shape, past.holder(), past.holder().get());  // grows in place
+    } else {
+      Shape reserve = buffer_shape;
+      reserve[static_cast<size_t>(axis) + 1] = internal_ops::KVCacheCapacity(P + S);
+      Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);
+      std::shared_ptr<void> holder = block.holder();
+      if (grow) holder = std::shared_ptr<void>(block.raw_data(), KVBlock{reserve[static_cast<size_t>(axis) + 1], holder});
+      buffer = Tensor::Wrap(past.dtype(), buffer_shape, std::move(holder), block.raw_data());
+    }
     ctx.SetOutput(1, buffer);
   } else {
     buffer = ctx.input(2);  // written in place: each append owns its own slot
@@ -54,20 +83,23 @@ absl::Status AppendCompute(OpContext& ctx) {
       return InvalidArgument(ctx, "cache buffer ", ShapeToString(buffer.shape()), " should be ", ShapeToString(buffer_shape));
     }
   }
+  const bool in_place = buffer.raw_data() == past.raw_data();  // the past's rows are there already
+  const int64_t cap = RowCapacity(buffer, P + S);
   const size_t es = DTypeSize(past.dtype());
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= slot_shape[static_cast<size_t>(d)];
   for (size_t d = static_cast<size_t>(axis) + 1; d < slot_shape.size(); ++d) inner *= slot_shape[d];
-  const int64_t slot_elems = NumElements(slot_shape);
-  char* dst = static_cast<char*>(buffer.raw_data()) + static_cast<size_t>(s * slot_elems) * es;
-  const char* src_past = static_cast<const char*>(past.raw_data()) + static_cast<size_t>(s * outer * P * inner) * es;
+  // Byte sizes of one group of rows (the dims before the axis index the groups).
+  const size_t row = static_cast<size_t>(inner) * es, group = static_cast<size_t>(cap) * row,
+               past_group = static_cast<size_t>(past_cap) * row, new_rows = static_cast<size_t>(S) * row;
+  char* dst = static_cast<char*>(buffer.raw_data()) + static_cast<size_t>(s * outer) * group;
+  const char* src_past = static_cast<const char*>(past.raw_data()) + static_cast<size_t>(s * outer) * past_group;
   const char* src_new = static_cast<const char*>(fresh.raw_data());
-  const size_t past_row = static_cast<size_t>(P * inner) * es, new_row = static_cast<size_t>(S * inner) * es;
   ParallelFor(ctx.thread_pool(), outer, 4, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
-      char* d = dst + static_cast<size_t>(o) * (past_row + new_row);
-      std::memcpy(d, src_past + static_cast<size_t>(o) * past_row, past_row);
-      std::memcpy(d + past_row, src_new + static_cast<size_t>(o) * new_row, new_row);
+      char* d = dst + static_cast<size_t>(o) * group;
+      if (!in_place) std::memcpy(d, src_past + static_cast<size_t>(o) * past_group, static_cast<size_t>(P) * row);
+      std::memcpy(d + static_cast<size_t>(P) * row, src_new + static_cast<size_t>(o) * new_rows, new_rows);
     }
   });
   // The layer reads its slot in place: a view that keeps the buffer alive.
@@ -120,6 +152,8 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
   const float alpha = ctx.node().GetFloat(Op::kAlpha, 1.0f);
   const bool scaled = ctx.node().HasAttr(Op::kScale);
   const float scale = ctx.node().GetFloat(Op::kScale, 1.0f);
+  // k and v may be slot views of a growing KV cache: their matrices' rows at its capacity stride.
+  const int64_t k_matrix = RowCapacity(k, T) * D, v_matrix = RowCapacity(v, T) * Dv;
   const int64_t nb = NumElements(*batch);
   const std::vector<int64_t> sq = BroadcastStrides(batch_of(q), *batch), sk = BroadcastStrides(batch_of(k), *batch),
                              sv = BroadcastStrides(batch_of(v), *batch), so = Strides(*batch);
@@ -142,7 +176,7 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
         std::fill(out, out + M * Dv, 0.0f);
         continue;
       }
-      Sgemm(false, true, M, T, D, alpha, q.data<float>() + iq * M * D, D, k.data<float>() + ik * T * D, D, 0.0f,
+      Sgemm(false, true, M, T, D, alpha, q.data<float>() + iq * M * D, D, k.data<float>() + ik * k_matrix, D, 0.0f,
             s.data(), T, nullptr);
       for (int64_t r = 0; r < M; ++r) {
         float* row = s.data() + r * T;
@@ -154,7 +188,7 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
         }
         SoftmaxRowF32(row, row, T);
       }
-      Sgemm(false, false, M, Dv, T, 1.0f, s.data(), T, v.data<float>() + iv * T * Dv, Dv, 0.0f, out, Dv, nullptr);
+      Sgemm(false, false, M, Dv, T, 1.0f, s.data(), T, v.data<float>() + iv * v_matrix, Dv, 0.0f, out, Dv, nullptr);
     }
   });
   return absl::OkStatus();

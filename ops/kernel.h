@@ -50,6 +50,7 @@ struct RunControl {
   const std::atomic<bool>* cancel = nullptr;
   const std::atomic<bool>* also_cancel = nullptr;  // a caller's flag (RunOptions::also_cancel)
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  bool grow_kv_in_place = false;  // RunOptions::grow_kv_in_place
   // Cancelled when a flag is set, DeadlineExceeded past the deadline, else OK (atomic loads
   // and, with a deadline, one clock read).
   absl::Status Check() const {
@@ -143,6 +144,13 @@ class OpContext {
   virtual Tensor* ReuseInputAsOutput(size_t k, size_t i, DType dtype, const Shape& shape) {
     (void)k, (void)i, (void)dtype, (void)shape;
     return nullptr;
+  }
+  // True when input k is a fed input the run donated (RunOptions::donated_inputs): the caller
+  // will not read it again, so the kernel may write where no reader of this run looks (a stacked
+  // KV cache's rows past its length), whoever else reads the rest.
+  virtual bool InputDonated(size_t k) const {
+    (void)k;
+    return false;
   }
   // Sets output i to an existing tensor (a view of an input, a constant, ...).
   virtual void SetOutput(size_t i, Tensor t) = 0;

@@ -17,6 +17,7 @@
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
 #include "engine/session_impl.h"
+#include "graph/internal_ops.h"
 #include "tests/test_util.h"
 
 namespace oneinfer {
@@ -234,6 +235,53 @@ TEST_P(Batching, LongPromptsAreChunkedAsGenerateChunksThem) {
   auto tokens = Drain(**b);
   EXPECT_EQ(tokens[a], Alone(s, Prompt(11, 5), o, 4));
   EXPECT_EQ(tokens[c], Alone(s, Prompt(3, 6), o, 4));
+}
+
+// RunOptions::grow_kv_in_place with the past donated: each step's rows go into the block the
+// last step returned (one block while the positions fit its capacity, a new one past it), and
+// the logits are the dense cache's bit for bit. Without the donation the past is copied and left
+// as it was.
+TEST_P(Batching, AStackedCacheGrowsInPlaceToTheDenseCachesLogits) {
+  const Session& s = session();
+  Shape past;
+  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
+  past[1] = 1;
+  past[3] = 0;
+  auto feeds = [&](const std::vector<int32_t>& ids, const Tensor& cache) {
+    std::vector<int64_t> v(ids.begin(), ids.end());
+    return std::vector<Feed>{{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)},
+                             {"past_kv", cache}};
+  };
+  RunOptions grow;
+  grow.grow_kv_in_place = true;
+  grow.donated_inputs = {"past_kv"};
+  RunOptions grow_kept;  // grows, but the caller keeps its past
+  grow_kept.grow_kv_in_place = true;
+  Tensor dense = Tensor::Empty(DType::kFloat32, past), growing = dense;
+  std::vector<const void*> blocks;  // the growing cache's distinct blocks, in order
+  constexpr int kPrompt = 5, kSteps = internal_ops::kKVCacheCapacityStep + 10;  // crosses one capacity
+  for (int step = 0; step < kSteps; ++step) {
+    const std::vector<int32_t> ids = step == 0 ? Prompt(kPrompt, 4) : std::vector<int32_t>{100 + 7 * step};
+    auto want = s.Run(feeds(ids, dense), {"logits", "present_kv"});
+    ASSERT_TRUE(want.ok()) << want.status();
+    if (step % 40 == 7) {  // now and then a run that may not write into the past
+      const std::vector<float> before(growing.data<float>(), growing.data<float>() + growing.num_elements());
+      auto kept = s.Run(feeds(ids, growing), {"logits", "present_kv"}, grow_kept);
+      ASSERT_TRUE(kept.ok()) << kept.status();
+      EXPECT_TRUE(SameBits((*kept)[0], (*want)[0])) << "step " << step << ", past kept";
+      EXPECT_NE((*kept)[1].raw_data(), growing.raw_data()) << "step " << step;
+      EXPECT_EQ(std::memcmp(before.data(), growing.raw_data(), before.size() * sizeof(float)), 0) << "step " << step;
+    }
+    auto got = s.Run(feeds(ids, growing), {"logits", "present_kv"}, grow);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(SameBits((*got)[0], (*want)[0])) << "step " << step;
+    EXPECT_EQ((*got)[1].shape(), (*want)[1].shape()) << "step " << step;
+    if (blocks.empty() || blocks.back() != (*got)[1].raw_data()) blocks.push_back((*got)[1].raw_data());
+    dense = (*want)[1];
+    growing = (*got)[1];
+  }
+  // kPrompt + kSteps - 1 positions: the first block holds 128, the second the rest.
+  EXPECT_EQ(blocks.size(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, Batching, ::testing::Values(MatMulPrecision::kFloat32, MatMulPrecision::kInt8),

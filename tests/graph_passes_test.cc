@@ -504,7 +504,7 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
     ctx.check_uses = true;
     ctx.report = &report;
     ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-    EXPECT_EQ(report.counts.size(), 13u);  // every pass ran (dead_node_elimination twice, one entry)
+    EXPECT_EQ(report.counts.size(), 14u);  // every pass ran (dead_node_elimination twice, one entry)
   }
   auto model = Load(StackedKVModel());
   PassReport report;
@@ -516,6 +516,9 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
   EXPECT_EQ(CountOps(model->graph, internal_ops::KVCacheAppend::kName), 2);
   EXPECT_EQ(CountOps(model->graph, internal_ops::KVCacheFinish::kName), 1);
   EXPECT_EQ(CountOps(model->graph, "Concat"), 0);
+  // Its slot views are read by a Neg, which expects dense rows: the cache may not grow in place.
+  EXPECT_EQ(report.counts["kv_cache_in_place"], 0);
+  for (const Node& n : model->graph.nodes) EXPECT_FALSE(n.HasAttr(internal_ops::KVCacheAppend::kGrow)) << n.name;
 }
 
 TEST(GraphPasses, TheStackedKVCacheRunsFusedToTheSameValues) {

@@ -6,6 +6,7 @@
 // Per-layer caches (past_key_values.{i}.* -> Concat -> present.{i}.*, the optimum layout) become
 // KVCacheConcat: the same copy into a block with room to grow, so that the pool serves the next
 // steps' caches (a new size class every few positions cost fresh page faults: ~40 ms a step).
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -168,7 +169,70 @@ int FusePerLayerKVCache(Graph& g, UseDefIndex& uses) {
   return fused;
 }
 
+int MarkGrowableKVCache(Graph& g, UseDefIndex& uses) {
+  using Append = internal_ops::KVCacheAppend;
+  using Finish = internal_ops::KVCacheFinish;
+  using Att = internal_ops::SoftmaxAttention;
+  std::map<std::string, std::vector<size_t>> appends_of;  // buffer -> its appends
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (n.domain != internal_ops::kDomain || n.op_type != Append::kName) continue;
+    const bool first = n.outputs.size() > Append::kBufferOut;
+    if (!first && n.inputs.size() <= Append::kBuffer) continue;
+    appends_of[first ? n.outputs[Append::kBufferOut] : n.inputs[Append::kBuffer]].push_back(k);
+  }
+  // Node u.node is an internal `op` reading the value in input slot `lo` or above, up to `hi`.
+  auto reads_as = [&](const UseDefIndex::Use& u, const char* op, int lo, int hi) {
+    const Node& r = g.nodes[u.node];
+    return r.domain == internal_ops::kDomain && r.op_type == op && u.slot >= lo && u.slot <= hi;
+  };
+  int marked = 0;
+  for (const auto& [buffer, appends] : appends_of) {
+    // The buffer goes to the other appends and the finish, the finish's output to the caller alone.
+    bool ok = !uses.IsGraphOutput(buffer);
+    for (const UseDefIndex::Use& u : uses.Readers(buffer)) {
+      if (reads_as(u, Append::kName, Append::kBuffer, Append::kBuffer)) continue;
+      const std::string& present = g.nodes[u.node].outputs[0];
+      ok = ok && reads_as(u, Finish::kName, Finish::kBuffer, Finish::kBuffer) && uses.Readers(present).empty() &&
+           uses.IsGraphOutput(present);
+    }
+    // The past, fed back strided, is read by the appends for its data and by nothing else but
+    // shape queries (a Shape reads no data).
+    const std::string& past = g.nodes[appends.front()].inputs[Append::kPast];
+    ok = ok && uses.IsGraphInput(past) && !uses.IsGraphOutput(past) && !g.IsInitializer(past);
+    for (const UseDefIndex::Use& u : uses.Readers(past)) {
+      const Node& r = g.nodes[u.node];
+      ok = ok && (reads_as(u, Append::kName, Append::kPast, Append::kPast) ||
+                  (IsDefaultDomain(r.domain) && r.op_type == "Shape"));
+    }
+    // Each slot view: its rows at a stride SoftmaxAttention reads (the sequence axis is the
+    // slot's second-to-last), read by SoftmaxAttention's k or v and the finish alone.
+    for (size_t k : appends) {
+      const Node& n = g.nodes[k];
+      const std::string& view = n.outputs[Append::kSlotView];
+      const TypeInfo* t = g.FindType(view);
+      ok = ok && n.inputs[Append::kPast] == past && t != nullptr && t->shape &&
+           n.GetInt(Append::kAxis, 1) + 2 == static_cast<int64_t>(t->shape->size()) && !uses.IsGraphOutput(view);
+      for (const UseDefIndex::Use& u : uses.Readers(view)) {
+        ok = ok && (reads_as(u, Att::kName, Att::kK, Att::kV) || reads_as(u, Finish::kName, 1, INT32_MAX));
+      }
+    }
+    if (!ok) continue;
+    for (size_t k : appends) g.nodes[k].attrs[Append::kGrow] = Attribute::Int(Append::kGrow, 1);
+    ++marked;
+  }
+  return marked;
+}
+
 namespace {
+
+class KVCacheInPlacePass : public GraphPass {
+ public:
+  const char* name() const override { return "kv_cache_in_place"; }
+  absl::StatusOr<int> Apply(Graph& g, UseDefIndex& uses, const PassContext&) const override {
+    return MarkGrowableKVCache(g, uses);
+  }
+};
 
 class KVCacheFusionPass : public GraphPass {
  public:
@@ -187,5 +251,6 @@ class KVCacheFusionPass : public GraphPass {
 }  // namespace
 
 std::unique_ptr<GraphPass> MakeKVCacheFusionPass() { return std::make_unique<KVCacheFusionPass>(); }
+std::unique_ptr<GraphPass> MakeKVCacheInPlacePass() { return std::make_unique<KVCacheInPlacePass>(); }
 
 }  // namespace oneinfer

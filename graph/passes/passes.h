@@ -15,6 +15,7 @@
 //   rotary_fusion            t * cos + Concat(-t[D/2:], t[:D/2]) * sin -> RotateHalf
 //   transpose_matmul_fusion  Transpose(last two axes) -> MatMul -> FusedMatMul
 //   attention_fusion         FusedMatMul(q, k^T) -> [Mul scale] -> [Add mask] -> Softmax -> MatMul(v) -> SoftmaxAttention
+//   kv_cache_in_place        stacked KV appends whose slots only SoftmaxAttention reads may grow in place
 // The fusions read the shared UseDefIndex (use_def.h) and write the internal ops of
 // graph/internal_ops.h.
 #pragma once
@@ -56,6 +57,12 @@ absl::StatusOr<int> FoldConstants(Graph& g, UseDefIndex& uses, const NodeEvaluat
 // of caches rewritten. Requires topological order; the nodes are out of order after a rewrite
 // (the pass sorts them again), and the Unsqueezes left dead await RemoveDeadNodes.
 int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
+
+// Marks the KVCacheAppend nodes of each stacked cache `grow` (KVCacheAppend::kGrow) when every
+// slot view is read by SoftmaxAttention's k or v (and the finish) alone, the sequence axis is
+// the slot's second-to-last, and the present is read by no node: nothing but those kernels and
+// the caller then sees a block whose rows lie at its capacity stride. Returns the caches marked.
+int MarkGrowableKVCache(Graph& g, UseDefIndex& uses);
 
 // Rewrites Concat(graph input, x, axis 2) -> graph output of rank 4 (a per-layer KV cache
 // [batch, heads, positions, head size]: past -> present) into the internal KVCacheConcat, which
@@ -146,6 +153,7 @@ std::unique_ptr<GraphPass> MakeRMSNormFusionPass();
 std::unique_ptr<GraphPass> MakeConvFusionPass();
 std::unique_ptr<GraphPass> MakeWeightDequantFusionPass();  // ctx.weight_fusion; refusals at LogLevel::kInfo
 std::unique_ptr<GraphPass> MakeKVCacheFusionPass();
+std::unique_ptr<GraphPass> MakeKVCacheInPlacePass();  // after attention_fusion: reads its SoftmaxAttention
 std::unique_ptr<GraphPass> MakeDeadNodeEliminationPass();
 std::unique_ptr<GraphPass> MakeConstantFoldingPass();      // ctx.constant_folding, evaluate, max_folded_bytes
 std::unique_ptr<GraphPass> MakeShapeInferencePass();

@@ -25,6 +25,7 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeRotaryFusionPass());
     p->push_back(MakeTransposeMatMulFusionPass());
     p->push_back(MakeSoftmaxAttentionFusionPass());
+    p->push_back(MakeKVCacheInPlacePass());
     return p;
   }();
   return *passes;
