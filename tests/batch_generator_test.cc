@@ -49,6 +49,21 @@ std::vector<int32_t> Alone(const Session& s, const std::vector<int32_t>& prompt,
   return r.ok() ? r->generated_ids : std::vector<int32_t>{};
 }
 
+// The feeds of one step of the stacked-cache model: ids after `cache`.
+std::vector<Feed> StepFeeds(const std::vector<int32_t>& ids, const Tensor& cache) {
+  std::vector<int64_t> v(ids.begin(), ids.end());
+  return {{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)}, {"past_kv", cache}};
+}
+
+// A one-sequence cache holding no positions.
+Tensor EmptyCache(const Session& s) {
+  Shape past;
+  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
+  past[1] = 1;
+  past[3] = 0;
+  return Tensor::Empty(DType::kFloat32, past);
+}
+
 // A random tiny Qwen3 with its stacked cache, loaded as float32 and as dynamic int8.
 class Batching : public ::testing::TestWithParam<MatMulPrecision> {
  protected:
@@ -106,16 +121,8 @@ TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
   ASSERT_TRUE(gen.ok());
   // Three sets at different points: a 7-token prompt, a 1-token step over a 5-token cache, a 3-token prompt.
   std::vector<std::vector<Feed>> sets;
-  Shape past;
-  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
-  past[1] = 1;
-  auto prompt_feeds = [&](const std::vector<int32_t>& ids, const Tensor& cache) {
-    std::vector<int64_t> v(ids.begin(), ids.end());
-    return std::vector<Feed>{{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)},
-                             {"past_kv", cache}};
-  };
-  past[3] = 0;
-  const Tensor empty = Tensor::Empty(DType::kFloat32, past);
+  const Tensor empty = EmptyCache(s);
+  const auto prompt_feeds = StepFeeds;
   auto warm = s.Run(prompt_feeds(Prompt(5, 2), empty), {"present_kv"});
   ASSERT_TRUE(warm.ok()) << warm.status();
   sets.push_back(prompt_feeds(Prompt(7, 1), empty));
@@ -139,16 +146,8 @@ TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
 // the last row of the whole logits, in Run and in RunBatch (prompts of 7 and 3 tokens, a step).
 TEST_P(Batching, LastRowLogitsEqualTheLastRowOfTheWholeLogits) {
   const Session& s = session();
-  Shape past;
-  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
-  past[1] = 1;
-  past[3] = 0;
-  auto feeds = [&](const std::vector<int32_t>& ids, const Tensor& cache) {
-    std::vector<int64_t> v(ids.begin(), ids.end());
-    return std::vector<Feed>{{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)},
-                             {"past_kv", cache}};
-  };
-  const Tensor empty = Tensor::Empty(DType::kFloat32, past);
+  const Tensor empty = EmptyCache(s);
+  const auto feeds = StepFeeds;
   auto warm = s.Run(feeds(Prompt(5, 2), empty), {"present_kv"});
   ASSERT_TRUE(warm.ok()) << warm.status();
   const std::vector<std::vector<Feed>> sets = {feeds(Prompt(7, 1), empty), feeds({42}, (*warm)[0]), feeds(Prompt(3, 3), empty)};
@@ -243,21 +242,14 @@ TEST_P(Batching, LongPromptsAreChunkedAsGenerateChunksThem) {
 // as it was.
 TEST_P(Batching, AStackedCacheGrowsInPlaceToTheDenseCachesLogits) {
   const Session& s = session();
-  Shape past;
-  for (const IOInfo& in : s.inputs()) if (in.name == "past_kv") past = in.shape;
-  past[1] = 1;
-  past[3] = 0;
-  auto feeds = [&](const std::vector<int32_t>& ids, const Tensor& cache) {
-    std::vector<int64_t> v(ids.begin(), ids.end());
-    return std::vector<Feed>{{"input_ids", Tensor::FromVector(DType::kInt64, {1, static_cast<int64_t>(v.size())}, v)},
-                             {"past_kv", cache}};
-  };
+  const Tensor empty = EmptyCache(s);
+  const auto feeds = StepFeeds;
   RunOptions grow;
   grow.grow_kv_in_place = true;
   grow.donated_inputs = {"past_kv"};
   RunOptions grow_kept;  // grows, but the caller keeps its past
   grow_kept.grow_kv_in_place = true;
-  Tensor dense = Tensor::Empty(DType::kFloat32, past), growing = dense;
+  Tensor dense = empty, growing = empty;
   std::vector<const void*> blocks;  // the growing cache's distinct blocks, in order
   constexpr int kPrompt = 5, kSteps = internal_ops::kKVCacheCapacityStep + 10;  // crosses one capacity
   for (int step = 0; step < kSteps; ++step) {
