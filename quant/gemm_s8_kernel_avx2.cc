@@ -14,64 +14,78 @@ namespace {
 
 constexpr int64_t kQuadBytes = 4 * kGemmS8Panel;  // one k-quad row of a packed panel
 
-// c[MR x nr] over 4*NC columns starting where w points inside the panel (nr <= 4*NC).
-// One 16-byte chunk = 4 columns x 4 k; as int16 against a broadcast (a0,a1,a2,a3), vpmaddwd
-// leaves two partial sums per column (k0+k1, k2+k3), folded by hadd at the end.
-template <int MR, int NC>
-ONEINFER_AVX2 inline void gemm_s16s8_s32_tile__avx2(int64_t kq, const int16_t* a, int64_t lda,
-                                                    const int8_t* w, int32_t* c, int64_t ldc,
-                                                    int64_t nr) {
-  static_assert(NC % 2 == 0 && MR * NC <= 8, "accumulators must fit the 16 ymm registers");
-  __m256i acc[MR][NC];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int ch = 0; ch < NC; ++ch) acc[r][ch] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < kq; ++q, w += kQuadBytes) {
-    __m256i av[MR];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      int64_t quad;
-      std::memcpy(&quad, a + r * lda + 4 * q, sizeof(quad));
-      av[r] = _mm256_set1_epi64x(quad);
-    }
-#pragma GCC unroll 8
-    for (int ch = 0; ch < NC; ++ch) {
-      const __m256i wv =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * ch)));
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r)
-        acc[r][ch] = _mm256_add_epi32(acc[r][ch], _mm256_madd_epi16(av[r], wv));
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 8
-    for (int ch = 0; ch < NC; ch += 2) {
-      // hadd gives (c0 c1 c4 c5 | c2 c3 c6 c7); the qword permute restores column order.
-      const __m256i h = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][ch], acc[r][ch + 1]),
-                                                 0xD8);
-      const int64_t col = 4 * ch;
-      int32_t* dst = c + r * ldc + col;
-      if (col + 8 <= nr) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
-      } else if (col < nr) {
-        alignas(32) int32_t tmp[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
-        std::memcpy(dst, tmp, (nr - col) * sizeof(int32_t));
-      }
-    }
+// Columns 0..7 (the first nr of them) from two chunks' accumulators: hadd gives
+// (c0 c1 c4 c5 | c2 c3 c6 c7), the qword permute restores column order.
+ONEINFER_AVX2 inline void StoreColumnPairs(__m256i lo, __m256i hi, int32_t* dst, int64_t nr) {
+  const __m256i h = _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8);
+  if (nr >= 8) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
+  } else if (nr > 0) {
+    alignas(32) int32_t tmp[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
+    std::memcpy(dst, tmp, static_cast<size_t>(nr) * sizeof(int32_t));
   }
 }
 
-// Sub-tiles of 4*NC columns across the 32-wide panel, skipping those wholly past nr.
-template <int MR, int NC>
+// c[1 x nr] over the panel's 32 columns (nr <= 32): the one-row tile of a lone decode step.
+// One 16-byte chunk = 4 columns x 4 k; as int16 against a broadcast (a0,a1,a2,a3), vpmaddwd
+// leaves two partial sums per column (k0+k1, k2+k3), folded by hadd at the end.
+ONEINFER_AVX2 inline void gemm_s16s8_s32_row__avx2(int64_t kq, const int16_t* a, const int8_t* w, int32_t* c,
+                                                   int64_t nr) {
+  constexpr int kChunks = 8;
+  __m256i acc[kChunks];
+#pragma GCC unroll 8
+  for (int ch = 0; ch < kChunks; ++ch) acc[ch] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kq; ++q, w += kQuadBytes) {
+    const __m256i av = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + 4 * q)));
+#pragma GCC unroll 8
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * ch)));
+      acc[ch] = _mm256_add_epi32(acc[ch], _mm256_madd_epi16(av, wv));
+    }
+  }
+#pragma GCC unroll 4
+  for (int ch = 0; ch < kChunks; ch += 2) StoreColumnPairs(acc[ch], acc[ch + 1], c + 4 * ch, nr - 4 * ch);
+}
+
+// lo, hi += one row's quad (a0..a3, in every qword) times two widened chunks.
+ONEINFER_AVX2 inline void RowTimesChunks(const int16_t* quad, __m256i w0, __m256i w1, __m256i& lo, __m256i& hi) {
+  const __m256i av = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(quad)));
+  lo = _mm256_add_epi32(lo, _mm256_madd_epi16(av, w0));
+  hi = _mm256_add_epi32(hi, _mm256_madd_epi16(av, w1));
+}
+
+// c[MR x nr] over 8 columns (nr <= 8) for MR = 2..6 rows: the many-row tiles of prefill and
+// batched decode. Two chunks widened once per k-quad serve every row. The accumulators are
+// named, not an array: as an array GCC moved each one to a new register every k-quad and spilled
+// one (4 rows: ~10 % slower); named, 6 rows fit the 16 registers (12 sums, 2 weights, a quad).
+template <int MR>
+ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* a, int64_t lda,
+                                                     const int8_t* w, int32_t* c, int64_t ldc,
+                                                     int64_t nr) {
+  static_assert(MR >= 2 && MR <= 6, "6 rows x 2 chunks fill the 16 ymm registers");
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t q = 0; q < kq; ++q, w += kQuadBytes) {
+    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
+    RowTimesChunks(a + 0 * lda + 4 * q, w0, w1, c00, c01);
+    RowTimesChunks(a + 1 * lda + 4 * q, w0, w1, c10, c11);
+    if constexpr (MR > 2) RowTimesChunks(a + 2 * lda + 4 * q, w0, w1, c20, c21);
+    if constexpr (MR > 3) RowTimesChunks(a + 3 * lda + 4 * q, w0, w1, c30, c31);
+    if constexpr (MR > 4) RowTimesChunks(a + 4 * lda + 4 * q, w0, w1, c40, c41);
+    if constexpr (MR > 5) RowTimesChunks(a + 5 * lda + 4 * q, w0, w1, c50, c51);
+  }
+  const __m256i sums[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int r = 0; r < MR; ++r) StoreColumnPairs(sums[r][0], sums[r][1], c + r * ldc, nr);
+}
+
+// The panel's 32 columns in tiles of 8, skipping those wholly past nr.
+template <int MR>
 ONEINFER_AVX2 void PanelInTiles(int64_t kq, const int16_t* a, int64_t lda, const int8_t* w,
                                 int32_t* c, int64_t ldc, int64_t nr) {
-  constexpr int64_t kCols = 4 * NC;
-  for (int64_t j = 0; j < nr; j += kCols)
-    gemm_s16s8_s32_tile__avx2<MR, NC>(kq, a, lda, w + 4 * j, c + j, ldc,
-                                      nr - j < kCols ? nr - j : kCols);
+  for (int64_t j = 0; j < nr; j += 8)
+    gemm_s16s8_s32_tile8__avx2<MR>(kq, a, lda, w + 4 * j, c + j, ldc, nr - j < 8 ? nr - j : 8);
 }
 
 void gemm_s16s8_s32_panel__avx2(int64_t kq, const void* a_in, int64_t lda, const int8_t* w,
@@ -79,15 +93,17 @@ void gemm_s16s8_s32_panel__avx2(int64_t kq, const void* a_in, int64_t lda, const
                                 int64_t ldc, int64_t mr, int64_t nr) {
   const int16_t* a = static_cast<const int16_t*>(a_in);
   switch (mr) {
-    case 1: return PanelInTiles<1, 8>(kq, a, lda, w, c, ldc, nr);
-    case 2: return PanelInTiles<2, 4>(kq, a, lda, w, c, ldc, nr);
-    case 3: return PanelInTiles<3, 2>(kq, a, lda, w, c, ldc, nr);
-    default: return PanelInTiles<4, 2>(kq, a, lda, w, c, ldc, nr);
+    case 1: return gemm_s16s8_s32_row__avx2(kq, a, w, c, nr);
+    case 2: return PanelInTiles<2>(kq, a, lda, w, c, ldc, nr);
+    case 3: return PanelInTiles<3>(kq, a, lda, w, c, ldc, nr);
+    case 4: return PanelInTiles<4>(kq, a, lda, w, c, ldc, nr);
+    case 5: return PanelInTiles<5>(kq, a, lda, w, c, ldc, nr);
+    default: return PanelInTiles<6>(kq, a, lda, w, c, ldc, nr);
   }
 }
 
 }  // namespace
 
-const GemmS8Tier kGemmS8TierAvx2 = {"avx2", 4, AFormat::kS16, gemm_s16s8_s32_panel__avx2};
+const GemmS8Tier kGemmS8TierAvx2 = {"avx2", 6, AFormat::kS16, gemm_s16s8_s32_panel__avx2};
 
 }  // namespace oneinfer::gemm_s8_internal

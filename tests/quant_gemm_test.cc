@@ -87,12 +87,12 @@ void CheckCase(const Case& c, ThreadPool* pool, std::mt19937& rng) {
           << Describe(c, kS8);
 }
 
-// Tile edges of every tier: MR 4 and 8, the AVX2 sub-tiles of 8/16 columns, the 32-wide
+// Tile edges of every tier: MR 4, 6 and 8 (and their remainders), the AVX2 tiles of 8/32 columns, the 32-wide
 // panel, k-quads of 4 and odd K.
 std::vector<Case> GridCases() {
   std::vector<Case> cases;
   int i = 0;
-  for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17})
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17})
     for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65})
       for (int64_t k : {1, 2, 3, 4, 5, 7, 8, 31, 32, 33, 64, 65}) {
         Case c{m, n, k};
