@@ -59,7 +59,9 @@ ONEINFER_AVX2 inline void RowTimesChunks(const int16_t* quad, __m256i w0, __m256
 // batched decode. Two chunks widened once per k-quad serve every row. The accumulators are
 // named, not an array: as an array GCC moved each one to a new register every k-quad and spilled
 // one (4 rows: ~10 % slower); named, 6 rows fit the 16 registers (12 sums, 2 weights, a quad).
-template <int MR>
+// The panel's first tile (kPrefetch: w at the start of each k-quad row) brings both lines of the
+// quad row kPanelPrefetchBytes ahead: it reads one line of each, the later tiles the other.
+template <int MR, bool kPrefetch>
 ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* a, int64_t lda,
                                                      const int8_t* w, int32_t* c, int64_t ldc,
                                                      int64_t nr) {
@@ -67,6 +69,10 @@ ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* 
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t q = 0; q < kq; ++q, w += kQuadBytes) {
+    if constexpr (kPrefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(w) + kPanelPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w) + kPanelPrefetchBytes + 64, _MM_HINT_T0);
+    }
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
     RowTimesChunks(a + 0 * lda + 4 * q, w0, w1, c00, c01);
@@ -84,8 +90,9 @@ ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* 
 template <int MR>
 ONEINFER_AVX2 void PanelInTiles(int64_t kq, const int16_t* a, int64_t lda, const int8_t* w,
                                 int32_t* c, int64_t ldc, int64_t nr) {
-  for (int64_t j = 0; j < nr; j += 8)
-    gemm_s16s8_s32_tile8__avx2<MR>(kq, a, lda, w + 4 * j, c + j, ldc, nr - j < 8 ? nr - j : 8);
+  gemm_s16s8_s32_tile8__avx2<MR, true>(kq, a, lda, w, c, ldc, nr < 8 ? nr : 8);
+  for (int64_t j = 8; j < nr; j += 8)
+    gemm_s16s8_s32_tile8__avx2<MR, false>(kq, a, lda, w + 4 * j, c + j, ldc, nr - j < 8 ? nr - j : 8);
 }
 
 void gemm_s16s8_s32_panel__avx2(int64_t kq, const void* a_in, int64_t lda, const int8_t* w,
