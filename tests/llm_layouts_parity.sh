@@ -22,6 +22,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 PROMPT=9707,11,847,829,374,120,16,323,358,1,64,77
 STEPS=24
+# On a CPU without VNNI, ONNX Runtime's u8 x s8 MatMulInteger (MLAS: vpmaddubsw) saturates its
+# int16 pair sums: its dynamic-int8 (optimum-q8*) logits are then not an oracle (tests/qdq_ort_parity.sh
+# shows the same kernel up to 27 LSB off where ORT_ENABLE_BASIC's dequantised floats agree).
+if grep -qw -e avx512_vnni -e avx_vnni /proc/cpuinfo; then vnni=1; else vnni=0; fi
 for cfg in $CONFIGS; do
   for layout in optimum-eager optimum-sdpa optimum-q4 optimum-q4sym optimum-q8 optimum-q8col optimum-fp16 \
                 genai genai-q4 genai-fp16; do
@@ -42,6 +46,10 @@ for cfg in $CONFIGS; do
     for chunk in $chunks; do
       "$ONEINFER" run "$m" --prompt-ids "$prompt" -n $STEPS --threads 2 --prefill-chunk $chunk --json \
         --dump-logits "$work/ours.bin" > /dev/null
+      if [ $vnni = 0 ] && [[ $layout == optimum-q8* ]]; then
+        echo "$cfg $layout (prefill chunk $chunk): ran; not compared: no VNNI on this CPU, where ONNX Runtime's MatMulInteger saturates"
+        continue
+      fi
       "$PY" tests/compare_logits.py "$work/ours.bin" "$work/ort.bin" "$vocab" "${mode[@]}" \
         --label "$cfg $layout (prefill chunk $chunk) vs ONNX Runtime"
     done

@@ -22,13 +22,22 @@ PY=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$PY" tests/qdq_graphs.py build "$work"
+# On a CPU without VNNI, ONNX Runtime's fused u8 x s8 kernels (MLAS: vpmaddubsw) saturate their
+# int16 pair sums, so its QLinearMatMul / MatMulIntegerToFloat results for uint8 activations are
+# not exact there (up to 27 LSB off on these graphs). Those graphs then run in ONNX Runtime at
+# ORT_ENABLE_BASIC, which keeps the Q/DQ nodes and multiplies the dequantised floats.
+if grep -qw -e avx512_vnni -e avx_vnni /proc/cpuinfo; then vnni=1; else vnni=0; fi
 fail=0 refused=0 n=0
 for c in $(cat "$work/cases.txt"); do
   d="$work/$c"
   "$ONEINFER" exec "$d/model.onnx" --input-dir "$d/in" --output-dir "$d/fused" --threads 2 > /dev/null
   ONEINFER_QDQ=0 "$ONEINFER" exec "$d/model.onnx" --input-dir "$d/in" --output-dir "$d/pernode" --threads 2 > /dev/null
   level=all
-  if ! msg=$(node tests/oracles/ort_run.js "$d/model.onnx" "$d/in.json" "$d/ort" --opt-level all 2> /dev/null); then
+  if [ $vnni = 0 ] && [[ $c == *uint8* ]]; then
+    echo "$c: no VNNI on this CPU (ONNX Runtime's fused uint8 kernel saturates): ONNX Runtime at ORT_ENABLE_BASIC"
+    level=basic
+    node tests/oracles/ort_run.js "$d/model.onnx" "$d/in.json" "$d/ort" --opt-level basic > /dev/null 2>&1
+  elif ! msg=$(node tests/oracles/ort_run.js "$d/model.onnx" "$d/in.json" "$d/ort" --opt-level all 2> /dev/null); then
     echo "$c: ONNX Runtime 1.30 refused it at the default level: $(echo "$msg" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read())["error"][:200])')"
     echo "$c: rerun in ONNX Runtime at ORT_ENABLE_BASIC"
     level=basic refused=$((refused + 1))
@@ -59,7 +68,12 @@ for spec in "default pc_u8 --per-channel --activation-type uint8" "cached pt_i8 
   "$ONEINFER" quantize "$work/qwen/$g/model.onnx" -o "$m" --a8w8 --matmul-only "$@" --threads 2 > /dev/null
   "$ONEINFER" run "$m" --prompt-ids $PROMPT -n 4 --threads 2 --json --dump-logits "$work/qwen/$g.$tag.ours.bin" > /dev/null
   level=all
-  if ! node tests/oracles/ort_generate.js "$m" --prompt-ids $PROMPT -n 4 --past-dims 4,2,16 \
+  if [ $vnni = 0 ] && [[ $tag == *u8* ]]; then
+    echo "qwen3 tiny $g $tag: no VNNI on this CPU (ONNX Runtime's fused uint8 kernel saturates): ONNX Runtime at ORT_ENABLE_BASIC"
+    level=basic
+    node tests/oracles/ort_generate.js "$m" --prompt-ids $PROMPT -n 4 --past-dims 4,2,16 --opt-level basic \
+      --dump-logits "$work/qwen/$g.$tag.ort.bin" > /dev/null 2>&1
+  elif ! node tests/oracles/ort_generate.js "$m" --prompt-ids $PROMPT -n 4 --past-dims 4,2,16 \
       --dump-logits "$work/qwen/$g.$tag.ort.bin" > /dev/null 2> "$work/qwen/err"; then
     echo "qwen3 tiny $g $tag: ONNX Runtime 1.30 refused it at the default level: $(grep -m1 -o 'Error: .*' "$work/qwen/err" | cut -c1-200)"
     level=basic refused=$((refused + 1))
