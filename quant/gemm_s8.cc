@@ -107,20 +107,26 @@ void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int
   const int64_t mc_max = std::max(t.mr, kABlockBytes / (p.kp * p.elem) / t.mr * t.mr);
   for (int64_t ic = m0; ic < m1; ic += mc_max) {
     const int64_t ic_end = std::min(m1, ic + mc_max);
+    const int64_t row_tiles = (ic_end - ic + t.mr - 1) / t.mr;
     for (int64_t pi = p0; pi < p1; ++pi) {
       const int8_t* panel = p.w->data() + pi * p.kp * P;
       const int64_t nr = std::min(P, p.N - pi * P);
       const int32_t* shift = p.shift_col_sums ? p.shift_col_sums + pi * P : nullptr;
-      for (int64_t ir = ic; ir < ic_end; ir += t.mr) {
+      // The row tiles share the bringing in of this task's next panel.
+      const int64_t next_bytes = pi + 1 < p1 ? p.kp * P : 0;
+      for (int64_t ir = ic, rt = 0; ir < ic_end; ir += t.mr, ++rt) {
         const int64_t mr = std::min(t.mr, ic_end - ir);
         const uint8_t* a = p.a + ir * p.kp * p.elem;
+        const int64_t b0 = next_bytes * rt / row_tiles / 64 * 64;
+        const int64_t b1 = next_bytes * (rt + 1) / row_tiles / 64 * 64;
+        const gemm_s8_internal::NextPanelSlice next{panel + p.kp * P + b0, b1 - b0};
         if (p.y == nullptr) {
-          t.panel(kq, a, p.kp, panel, shift, p.c + ir * p.ldc + pi * P, p.ldc, mr, nr);
+          t.panel(kq, a, p.kp, panel, shift, p.c + ir * p.ldc + pi * P, p.ldc, mr, nr, next);
           continue;
         }
         // The tile's int32 sums stay in this L1 buffer; only the scaled floats reach memory.
         alignas(64) int32_t tile[kMaxTileRows * P];
-        t.panel(kq, a, p.kp, panel, shift, tile, P, mr, nr);
+        t.panel(kq, a, p.kp, panel, shift, tile, P, mr, nr, next);
         for (int64_t r = 0; r < mr; ++r)
           DequantizeRowS32(tile + r * P, nr, p.row_scales[ir + r], p.col_scales + pi * P, p.y + (ir + r) * p.ldy + pi * P);
       }

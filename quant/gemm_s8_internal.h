@@ -11,14 +11,22 @@ enum class AFormat {
   kS16,        // int16: sign- or zero-extended (exact vpmaddwd pairs; also the reference)
 };
 
+// A slice of the next weight panel for a panel call to bring into the cache while it computes,
+// so that with many rows the stream from memory overlaps the dot products instead of arriving in
+// a burst when the next panel's first tile starts. bytes == 0: nothing to bring.
+struct NextPanelSlice {
+  const int8_t* start = nullptr;
+  int64_t bytes = 0;
+};
+
 // c[mr x nr] (ldc) = a * one packed weight panel, over kq k-quads (4 k each).
 // a: mr rows of 4 * kq elements (uint8 or int16 per AFormat), row stride lda elements.
 // w: one kGemmS8Panel-wide packed panel (see gemm_s8.h); nr <= 32 columns are written.
 // shift_col_sums: null, or the panel's 32 column sums to subtract 128x (s8 activations that
-// were prepared as a + 128). mr <= the tier's mr.
+// were prepared as a + 128). mr <= the tier's mr. next: a tier may ignore it.
 using PanelFn = void (*)(int64_t kq, const void* a, int64_t lda, const int8_t* w,
                          const int32_t* shift_col_sums, int32_t* c, int64_t ldc, int64_t mr,
-                         int64_t nr);
+                         int64_t nr, NextPanelSlice next);
 
 // The tiles prefetch their weight panel this many bytes (32 k-quads) ahead. Streamed from memory
 // the panel otherwise arrives no faster than the dot products consume it, one after the other:

@@ -2,6 +2,7 @@
 // vpmaddwd pairs into int32. Exact for u8 and s8 activations alike (no vpmaddubsw saturation).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "quant/gemm_s8.h"
@@ -61,17 +62,29 @@ ONEINFER_AVX2 inline void RowTimesChunks(const int16_t* quad, __m256i w0, __m256
 // one (4 rows: ~10 % slower); named, 6 rows fit the 16 registers (12 sums, 2 weights, a quad).
 // The panel's first tile (kPrefetch: w at the start of each k-quad row) brings both lines of the
 // quad row kPanelPrefetchBytes ahead: it reads one line of each, the later tiles the other.
+// Every tile also brings its share of the next panel (next), one line per k-quad at most, evenly
+// spread: the panel's 12 tiles at 16 rows then stream it while they compute.
 template <int MR, bool kPrefetch>
 ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* a, int64_t lda,
                                                      const int8_t* w, int32_t* c, int64_t ldc,
-                                                     int64_t nr) {
+                                                     int64_t nr, NextPanelSlice next) {
   static_assert(MR >= 2 && MR <= 6, "6 rows x 2 chunks fill the 16 ymm registers");
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  // Line (q * lines / kq) of the slice at k-quad q, in 16.16 fixed point; a line already asked
+  // for is asked again, which costs a load slot the tile has to spare.
+  const int64_t lines = std::min(kq, next.bytes / 64);
+  const int64_t step = lines > 0 ? (lines << 16) / kq : 0;
+  const char* const next_start = reinterpret_cast<const char*>(next.start);
+  int64_t next_pos = 0;
   for (int64_t q = 0; q < kq; ++q, w += kQuadBytes) {
     if constexpr (kPrefetch) {
       _mm_prefetch(reinterpret_cast<const char*>(w) + kPanelPrefetchBytes, _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(w) + kPanelPrefetchBytes + 64, _MM_HINT_T0);
+    }
+    if (step != 0) {
+      _mm_prefetch(next_start + (next_pos >> 16) * 64, _MM_HINT_T1);
+      next_pos += step;
     }
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
@@ -86,26 +99,32 @@ ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* 
   for (int r = 0; r < MR; ++r) StoreColumnPairs(sums[r][0], sums[r][1], c + r * ldc, nr);
 }
 
-// The panel's 32 columns in tiles of 8, skipping those wholly past nr.
+// The panel's 32 columns in tiles of 8, skipping those wholly past nr; the tiles share next.
 template <int MR>
 ONEINFER_AVX2 void PanelInTiles(int64_t kq, const int16_t* a, int64_t lda, const int8_t* w,
-                                int32_t* c, int64_t ldc, int64_t nr) {
-  gemm_s16s8_s32_tile8__avx2<MR, true>(kq, a, lda, w, c, ldc, nr < 8 ? nr : 8);
-  for (int64_t j = 8; j < nr; j += 8)
-    gemm_s16s8_s32_tile8__avx2<MR, false>(kq, a, lda, w + 4 * j, c + j, ldc, nr - j < 8 ? nr - j : 8);
+                                int32_t* c, int64_t ldc, int64_t nr, NextPanelSlice next) {
+  const int64_t tiles = (nr + 7) / 8;
+  auto share = [&](int64_t t) {
+    const int64_t b0 = next.bytes * t / tiles / 64 * 64, b1 = next.bytes * (t + 1) / tiles / 64 * 64;
+    return NextPanelSlice{next.start + b0, b1 - b0};
+  };
+  gemm_s16s8_s32_tile8__avx2<MR, true>(kq, a, lda, w, c, ldc, nr < 8 ? nr : 8, share(0));
+  for (int64_t j = 8, t = 1; j < nr; j += 8, ++t)
+    gemm_s16s8_s32_tile8__avx2<MR, false>(kq, a, lda, w + 4 * j, c + j, ldc, nr - j < 8 ? nr - j : 8,
+                                          share(t));
 }
 
 void gemm_s16s8_s32_panel__avx2(int64_t kq, const void* a_in, int64_t lda, const int8_t* w,
                                 const int32_t* /*shift_col_sums: never set for kS16*/, int32_t* c,
-                                int64_t ldc, int64_t mr, int64_t nr) {
+                                int64_t ldc, int64_t mr, int64_t nr, NextPanelSlice next) {
   const int16_t* a = static_cast<const int16_t*>(a_in);
   switch (mr) {
-    case 1: return gemm_s16s8_s32_row__avx2(kq, a, w, c, nr);
-    case 2: return PanelInTiles<2>(kq, a, lda, w, c, ldc, nr);
-    case 3: return PanelInTiles<3>(kq, a, lda, w, c, ldc, nr);
-    case 4: return PanelInTiles<4>(kq, a, lda, w, c, ldc, nr);
-    case 5: return PanelInTiles<5>(kq, a, lda, w, c, ldc, nr);
-    default: return PanelInTiles<6>(kq, a, lda, w, c, ldc, nr);
+    case 1: return gemm_s16s8_s32_row__avx2(kq, a, w, c, nr);  // streams its panel in one pass
+    case 2: return PanelInTiles<2>(kq, a, lda, w, c, ldc, nr, next);
+    case 3: return PanelInTiles<3>(kq, a, lda, w, c, ldc, nr, next);
+    case 4: return PanelInTiles<4>(kq, a, lda, w, c, ldc, nr, next);
+    case 5: return PanelInTiles<5>(kq, a, lda, w, c, ldc, nr, next);
+    default: return PanelInTiles<6>(kq, a, lda, w, c, ldc, nr, next);
   }
 }
 

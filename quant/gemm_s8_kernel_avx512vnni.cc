@@ -109,7 +109,8 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
 
 void gemm_u8s8_s32_panel__avx512vnni(int64_t kq, const void* a_in, int64_t lda, const int8_t* w,
                                      const int32_t* shift_col_sums, int32_t* c, int64_t ldc,
-                                     int64_t mr, int64_t nr) {
+                                     int64_t mr, int64_t nr, NextPanelSlice /*next: one pass per
+                                     row tile streams the panel with its own prefetch*/) {
   const uint8_t* a = static_cast<const uint8_t*>(a_in);
   switch (mr) {
     case 1: return gemm_u8s8_s32_tile__avx512vnni<1>(kq, a, lda, w, shift_col_sums, c, ldc, nr);

@@ -12,7 +12,8 @@ constexpr int64_t P = kGemmS8Panel;
 // a: mr x 4kq int16 (lda); w: packed panel; c: mr x nr int32 (ldc).
 void gemm_s16s8_s32_panel__reference(int64_t kq, const void* a_in, int64_t lda, const int8_t* w,
                                      const int32_t* /*shift_col_sums: never set for kS16*/,
-                                     int32_t* c, int64_t ldc, int64_t mr, int64_t nr) {
+                                     int32_t* c, int64_t ldc, int64_t mr, int64_t nr,
+                                     NextPanelSlice /*next*/) {
   const int16_t* a = static_cast<const int16_t*>(a_in);
   for (int64_t r = 0; r < mr; ++r) {
     int32_t acc[P] = {};
