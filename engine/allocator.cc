@@ -96,7 +96,7 @@ void Allocator::Give(void* p, size_t size_class) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= size_class;
-    const size_t cap = kMaxCachedBytes + std::max(in_use_, busy_peak_ - in_use_);
+    const size_t cap = kMaxCachedBytes + std::max({keep_, in_use_, busy_peak_ - in_use_});
     if (in_use_ == 0) busy_peak_ = 0;  // idle: the next busy period sets its own peak
     if (!kSanitizedHeap && size_class <= cap) {
       // Make room by dropping blocks of other sizes, largest first.
@@ -115,9 +115,10 @@ void Allocator::Give(void* p, size_t size_class) {
         p = nullptr;
       }
     }
-    // Idle: the pool shrinks back to kMaxCachedBytes, largest blocks first.
-    for (auto it = free_.rbegin(); in_use_ == 0 && cached_bytes_ > kMaxCachedBytes && it != free_.rend(); ++it) {
-      while (!it->second.empty() && cached_bytes_ > kMaxCachedBytes) {
+    // Idle: the pool shrinks back to kMaxCachedBytes (and what KeepCached asks), largest blocks first.
+    const size_t idle_cap = kMaxCachedBytes + keep_;
+    for (auto it = free_.rbegin(); in_use_ == 0 && cached_bytes_ > idle_cap && it != free_.rend(); ++it) {
+      while (!it->second.empty() && cached_bytes_ > idle_cap) {
         dropped.emplace_back(it->second.back(), it->first);
         it->second.pop_back();
         cached_bytes_ -= it->first;
@@ -195,6 +196,11 @@ void Allocator::ResetPeak() {
 size_t Allocator::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cached_bytes_;
+}
+
+void Allocator::KeepCached(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keep_ = bytes;
 }
 
 void Allocator::Trim() {

@@ -62,6 +62,10 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   size_t cached_bytes() const;
   // Returns cached free blocks to the system.
   void Trim();
+  // Freed blocks are kept for reuse up to `bytes` more than the 64 MB kept when nothing is in
+  // use (and at least that much more while busy): a server keeps a full batch's KV caches, so
+  // that a burst of requests after a quiet spell does not fault fresh pages in.
+  void KeepCached(size_t bytes);
 
  private:
   explicit Allocator(AllocatorLimits limits) : limits_(limits) {}
@@ -76,6 +80,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   size_t in_use_ = 0;
   size_t peak_ = 0;
   size_t busy_peak_ = 0;  // the most in use since in-use was last zero
+  size_t keep_ = 0;       // KeepCached
 };
 
 // Rounds a request up to its size class (64-byte granules, then 8 classes per power of two);

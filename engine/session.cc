@@ -501,5 +501,6 @@ const QdqFusionSummary& Session::qdq_fusion() const { return impl_->qdq_fusion()
 const RotaryLimit& Session::rotary_limit() const { return impl_->rotary_limit(); }
 size_t Session::peak_intermediate_bytes() const { return impl_->allocator().peak_bytes(); }
 void Session::ResetPeakIntermediateBytes() { impl_->allocator().ResetPeak(); }
+void Session::KeepPooledBytes(size_t bytes) const { impl_->allocator().KeepCached(bytes); }
 
 }  // namespace oneinfer

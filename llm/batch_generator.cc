@@ -50,7 +50,29 @@ absl::StatusOr<std::unique_ptr<BatchGenerator>> BatchGenerator::Create(const Ses
   }
   std::unique_ptr<BatchGenerator> b(new BatchGenerator(session, std::move(*gen), options));
   b->context_ = options.context > 0 ? options.context : model_max;
+  // A KV block has room for 128 positions at first (graph/internal_ops.h kKVCacheCapacityStep);
+  // the allocator's size classes round a block up by at most 1/8.
+  constexpr int64_t kFirstBlockPositions = 128;
+  size_t slot_bytes = 0;
+  for (const Tensor& c : b->gen_->EmptyCache()) {
+    size_t elements = 1;
+    for (int64_t d : c.shape()) elements *= static_cast<size_t>(d == 0 ? kFirstBlockPositions : d);
+    slot_bytes += elements * DTypeSize(c.dtype()) / 8 * 9;
+  }
+  session.KeepPooledBytes(slot_bytes * static_cast<size_t>(options.max_sequences));
   return b;
+}
+
+absl::Status BatchGenerator::Warm() {
+  if (!seqs_.empty()) return absl::FailedPreconditionError("Warm runs only while no sequence is active");
+  SequenceOptions one;
+  one.max_new_tokens = 1;
+  for (int i = 0; i < options_.max_sequences; ++i) {
+    if (auto id = Add({0}, one); !id.ok()) return id.status();
+  }
+  auto events = Step();
+  seqs_.clear();  // every one finished in that Step; cleared also when it failed
+  return events.ok() ? absl::OkStatus() : events.status();
 }
 
 int BatchGenerator::active() const { return static_cast<int>(seqs_.size()); }

@@ -186,6 +186,8 @@ absl::Status Server::Load() {
   bo.prefill_chunk = m.options.prefill_chunk;
   auto batch = BatchGenerator::Create(*m.session, bo);
   if (!batch.ok()) return batch.status();
+  // The slots' KV blocks faulted in and pooled before the first request (BatchGenerator::Warm).
+  if (absl::Status warm = (*batch)->Warm(); !warm.ok()) return warm;
   m.scheduler = std::make_unique<Scheduler>(std::move(*batch), &m.metrics, m.options.max_queue);
   m.ready = true;
   return absl::OkStatus();

@@ -101,6 +101,30 @@ TEST(Allocator, ABatchStepReusesEveryCacheBlockAndIdleReturnsTheRest) {
   EXPECT_LE(a->cached_bytes(), size_t{64} << 20);
 }
 
+TEST(Allocator, KeptBytesStayPooledWhenIdleAndAreReused) {
+  if (!HugeAllocEnabled()) GTEST_SKIP() << "sanitized heap: nothing is pooled";
+  auto a = Allocator::Create();
+  constexpr int64_t kSeqs = 4, kCacheFloats = 6 << 20;  // 24 MB each: 96 MB, past the 64 MB floor
+  a->KeepCached(size_t{kSeqs * kCacheFloats * 4});
+  std::vector<const void*> first;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Tensor> caches;
+    for (int64_t i = 0; i < kSeqs; ++i) caches.push_back(a->Allocate(DType::kFloat32, {kCacheFloats}, false));
+    std::vector<const void*> data;
+    for (const Tensor& t : caches) data.push_back(t.raw_data());
+    std::sort(data.begin(), data.end());
+    if (round == 0) first = data;
+    else EXPECT_EQ(data, first) << "a burst after a quiet spell took blocks from the system";
+    caches.clear();  // idle: nothing in use
+    EXPECT_EQ(a->bytes_in_use(), 0u);
+    EXPECT_GE(a->cached_bytes(), static_cast<size_t>(kSeqs * kCacheFloats * 4));
+  }
+  a->KeepCached(0);  // the next release trims back to the 64 MB floor
+  Tensor t = a->Allocate(DType::kFloat32, {16}, false);
+  t = Tensor();
+  EXPECT_LE(a->cached_bytes(), size_t{64} << 20);
+}
+
 TEST(Allocator, HugeRequestsAreRefusedWithTheirSize) {
   auto a = Allocator::Create();
   auto t = a->TryAllocate(DType::kUInt8, {int64_t{1} << 62});

@@ -16,6 +16,7 @@
 #include "oneinfer/convert.h"
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
+#include "base/huge_pages.h"
 #include "engine/session_impl.h"
 #include "graph/internal_ops.h"
 #include "tests/test_util.h"
@@ -278,6 +279,41 @@ TEST_P(Batching, AStackedCacheGrowsInPlaceToTheDenseCachesLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, Batching, ::testing::Values(MatMulPrecision::kFloat32, MatMulPrecision::kInt8),
                          [](const auto& info) { return info.param == MatMulPrecision::kInt8 ? "int8" : "float32"; });
+
+TEST(BatchGenerator, WarmPoolsEverySlotsCacheBlockAndChangesNoTokens) {
+  const fs::path dir = testing::TempDir("batching_warm");
+  RandomQwen3Options ro;
+  ASSERT_TRUE(WriteRandomQwen3((dir / "ckpt").string(), ro).ok());
+  ExportQwen3Options eo;
+  eo.cached = true;
+  ASSERT_TRUE(ExportQwen3((dir / "ckpt").string(), (dir / "model.onnx").string(), eo).ok());
+  auto s = Session::Load((dir / "model.onnx").string());
+  ASSERT_TRUE(s.ok());
+  BatchOptions bo;
+  bo.max_sequences = 3;
+  auto b = BatchGenerator::Create(**s, bo);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*b)->Warm().ok());
+  EXPECT_EQ((*b)->active(), 0);
+  const Allocator& pool = (*s)->impl().allocator();
+  EXPECT_EQ(pool.bytes_in_use(), 0u);
+  if (HugeAllocEnabled()) {  // else (sanitizers) nothing is pooled
+    // Each slot's stacked cache block: past_kv [2 layers, batch, heads, positions, head size]
+    // float32 with room for the first block's positions.
+    const IOInfo& past = (*s)->inputs()[1];
+    ASSERT_EQ(past.name, "past_kv");
+    ASSERT_EQ(past.shape.size(), 5u);
+    const size_t block = static_cast<size_t>(past.shape[0] * past.shape[2] * past.shape[4] *
+                                             internal_ops::kKVCacheCapacityStep) * sizeof(float);
+    EXPECT_GE(pool.cached_bytes(), 3 * block);
+  }
+  SequenceOptions o;
+  o.max_new_tokens = 5;
+  const int64_t id = *(*b)->Add(Prompt(4, 1), o);
+  EXPECT_EQ((*b)->Warm().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Drain(**b)[id], Alone(**s, Prompt(4, 1), o));
+  fs::remove_all(dir);
+}
 
 TEST(BatchGenerator, SlotsStopsCancelAndBadRequests) {
   const fs::path dir = testing::TempDir("batching_slots");

@@ -67,7 +67,9 @@ struct StepStats {
 
 class ONEINFER_API BatchGenerator {
  public:
-  // The session's graph must fit one of Generator's conventions.
+  // The session's graph must fit one of Generator's conventions. The session's memory pool then
+  // keeps max_sequences KV caches of their first block's size (Session::KeepPooledBytes), so the
+  // slots' blocks are reused from sequence to sequence, also across quiet spells.
   static absl::StatusOr<std::unique_ptr<BatchGenerator>> Create(const Session& session, const BatchOptions& options = {});
   ~BatchGenerator();
 
@@ -82,6 +84,12 @@ class ONEINFER_API BatchGenerator {
   // One forward pass over all active sequences; an event for each that produced a token or
   // finished. An error (a kernel failure, run.cancel) ends every active sequence.
   absl::StatusOr<std::vector<SequenceEvent>> Step(const RunOptions* run = nullptr);
+
+  // Runs one pass of max_sequences one-token sequences and drops them, so that the slots' KV
+  // cache blocks and a full pass's buffers are faulted in now and pooled: the first burst of
+  // requests then does not pay for fresh pages (a server calls it before it answers). Only
+  // while no sequence is active (else FailedPrecondition).
+  absl::Status Warm();
 
   int active() const;
   int max_sequences() const { return options_.max_sequences; }

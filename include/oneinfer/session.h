@@ -190,6 +190,10 @@ class ONEINFER_API Session {
   // The graph's rotary tables' reach (RotaryLimit), found at load.
   const RotaryLimit& rotary_limit() const;
 
+  // Memory the runs freed stays pooled for the next ones up to `bytes` more than the 64 MB
+  // kept between runs: BatchGenerator keeps a full batch's KV caches this way.
+  void KeepPooledBytes(size_t bytes) const;
+
   // Bytes of intermediate tensors alive at the high-water mark of the runs so far.
   size_t peak_intermediate_bytes() const;
   void ResetPeakIntermediateBytes();
