@@ -158,7 +158,8 @@ BENCHMARK_CAPTURE(BM_gemm_u8s8_s32, avx512vnni, "avx512vnni")->Apply(Shapes);
 BENCHMARK(BM_SgemmPacked)->Apply(Shapes);
 BENCHMARK(BM_Int8Streamed)->ArgNames({"M", "K", "N", "threads"})
     ->ArgsProduct({{1, 4, 8, 16}, {1024}, {3072}, {2}})->Args({1, 3072, 1024, 2})->Args({16, 3072, 1024, 2})
+    ->Args({16, 1024, 151936, 2})->Args({256, 1024, 3072, 2})  // Qwen3's LM head; a prefill of 256 rows
     ->UseRealTime();
-BENCHMARK(BM_MatMulA8W8)->Apply(Shapes);
+BENCHMARK(BM_MatMulA8W8)->Apply(Shapes)->Args({16, 1024, 151936, 2});  // and Qwen3's LM head
 
 }  // namespace
