@@ -370,9 +370,30 @@ KernelFactory MakeArg(bool is_max) {
 
 enum class SM { kSoftmax, kLogSoftmax, kHardmax };
 
-// One contiguous row of length n, computed in A (float or double).
+// One contiguous row of length n, computed in A (float or double). Softmax and LogSoftmax work on
+// an aligned copy: on an unaligned row Eigen starts its packets where the data becomes aligned,
+// so the scalar head (std::exp, not the packet exp) and the sum's order would follow the row's
+// address, and one row would round differently in a fused attention's scratch row, in the op's
+// output tensor, or in another thread's buffer.
 template <typename A, SM M>
 void SoftmaxRow(const A* x, A* y, int64_t n) {
+  if constexpr (M != SM::kHardmax) {
+    using Row = Eigen::Array<A, Eigen::Dynamic, 1>;
+    thread_local Row aligned;  // Eigen aligns its storage to its largest packet
+    if (aligned.size() < n) aligned.resize(std::max<int64_t>(n, 2 * aligned.size()));
+    Eigen::Map<Row, Eigen::AlignedMax> av(aligned.data(), n);
+    av = Eigen::Map<const Row>(x, n);
+    const A mx = av.maxCoeff();
+    if constexpr (M == SM::kSoftmax) {
+      av = (av - mx).exp();
+      av *= A(1) / av.sum();
+    } else {
+      const A lse = std::log((av - mx).exp().sum());
+      av = av - mx - lse;
+    }
+    Eigen::Map<Row>(y, n) = av;
+    return;
+  }
   Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>> xv(x, n);
   Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>> yv(y, n);
   if constexpr (M == SM::kHardmax) {

@@ -2,10 +2,13 @@
 // noop_with_empty_axes, bool ReduceMax, TopK ties, the parallel fast paths, bad inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
 
+#include "ops/op_util.h"
 #include "tests/op_harness.h"
 
 namespace oneinfer {
@@ -137,6 +140,27 @@ TEST(LayerNorm, RowsAndStats) {
     var /= cols;
     EXPECT_NEAR(r.outs[1].data<float>()[i], m, 1e-4);
     EXPECT_NEAR(r.outs[0].data<float>()[i * cols + 3], (v[i * cols + 3] - m) / std::sqrt(var + 1e-5) * 2 + 1, 1e-3);
+  }
+}
+
+// A softmax row rounds the same wherever it lives: the fused attention's scratch rows, the op's
+// output tensor and other threads' buffers sit at different alignments (Eigen's packets start
+// where the data is aligned, and its scalar exp differs from the packet one in the last bit).
+TEST(Softmax, ARowRoundsTheSameAtEveryAlignment) {
+  for (int64_t n : {5, 13, 37, 300}) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = 3.1f * std::sin(0.77f * static_cast<float>(i)) - 1.2f;
+    std::vector<float> want(static_cast<size_t>(n));
+    SoftmaxRowF32(row.data(), want.data(), n);
+    std::vector<float> in(static_cast<size_t>(n + 16)), out(static_cast<size_t>(n + 16));
+    for (int64_t shift = 1; shift < 16; ++shift) {
+      std::copy(row.begin(), row.end(), in.begin() + shift);
+      SoftmaxRowF32(in.data() + shift, out.data() + 15 - shift, n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(15 - shift + i)]), std::bit_cast<uint32_t>(want[static_cast<size_t>(i)]))
+            << "n " << n << " shift " << shift << " element " << i;
+      }
+    }
   }
 }
 
