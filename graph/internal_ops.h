@@ -105,6 +105,10 @@ struct SoftmaxAttention {
   enum Input : size_t { kQ = 0, kK, kV, kMask };
   static constexpr char kAlpha[] = "alpha";  // float: FusedMatMul's alpha (default 1)
   static constexpr char kScale[] = "scale";  // float: the Mul's scalar, applied after the product (default: none)
+  // int: k and v hold a head for every kv_repeat heads of q (grouped-query attention): their
+  // last batch axis is read as if each head were repeated kv_repeat times in a row, as the graph's
+  // Unsqueeze -> Expand -> Reshape (repeat_kv) wrote it before the fusion dropped the copy (default 1).
+  static constexpr char kKVRepeat[] = "kv_repeat";
 };
 
 // RotateHalf (rotary_fusion.cc -> ops/fused.cc): y = t * cos + rotate_half(t) * sin, where

@@ -129,7 +129,20 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
                            ShapeToString(v.shape()), " do not make q k^T v");
   }
   auto batch_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
-  auto batch = BroadcastShapes({batch_of(q), batch_of(k), batch_of(v)});
+  // With kv_repeat = n, k and v's last batch axis (the heads) is read as if each head came n
+  // times in a row: their batch shapes are the repeated ones, and a repeated index i is head i / n.
+  const int64_t repeat = ctx.node().GetInt(Op::kKVRepeat, 1);
+  if (repeat < 1 || (repeat > 1 && (k.rank() < 3 || v.rank() < 3))) {
+    return InvalidArgument(ctx, "kv_repeat ", repeat, " needs k and v with a head axis, got k ", ShapeToString(k.shape()),
+                           " and v ", ShapeToString(v.shape()));
+  }
+  auto repeated_batch_of = [&](const Tensor& t) {
+    Shape b = batch_of(t);
+    if (repeat > 1) b.back() *= repeat;
+    return b;
+  };
+  const Shape kb = repeated_batch_of(k), vb = repeated_batch_of(v);
+  auto batch = BroadcastShapes({batch_of(q), kb, vb});
   if (!batch.ok()) return InvalidArgument(ctx, "batch dimensions do not broadcast: ", batch.status().message());
   Shape scores_shape = *batch;
   scores_shape.insert(scores_shape.end(), {M, T});
@@ -155,9 +168,12 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
   // k and v may be slot views of a growing KV cache: their matrices' rows at its capacity stride.
   const int64_t k_matrix = RowCapacity(k, T) * D, v_matrix = RowCapacity(v, T) * Dv;
   const int64_t nb = NumElements(*batch);
-  const std::vector<int64_t> sq = BroadcastStrides(batch_of(q), *batch), sk = BroadcastStrides(batch_of(k), *batch),
-                             sv = BroadcastStrides(batch_of(v), *batch), so = Strides(*batch);
+  const std::vector<int64_t> sq = BroadcastStrides(batch_of(q), *batch), sk = BroadcastStrides(kb, *batch),
+                             sv = BroadcastStrides(vb, *batch), so = Strides(*batch);
   const size_t nbd = batch->size();
+  // A repeated matrix index -> the stored one: (outer, head) of heads * n -> (outer, head / n).
+  const int64_t k_heads = kb.back(), v_heads = vb.back();
+  auto stored = [repeat](int64_t i, int64_t heads) { return repeat == 1 ? i : i / heads * (heads / repeat) + i % heads / repeat; };
   ParallelFor(ctx.thread_pool(), nb, 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> s;  // the scores, reused: a decode step makes ~450 of these calls
     s.resize(static_cast<size_t>(M * T));
@@ -171,6 +187,8 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
         iv += idx * sv[d];
         if (mask != nullptr) im += idx * mask_strides[d];
       }
+      ik = stored(ik, k_heads);
+      iv = stored(iv, v_heads);
       float* out = y.data<float>() + i * M * Dv;
       if (T == 0) {  // softmax of an empty row is empty: the product with no keys is zero
         std::fill(out, out + M * Dv, 0.0f);

@@ -334,6 +334,81 @@ TEST(SoftmaxAttentionFusion, TheChainRunsAsOneNodeToTheUnfusedValuesBitForBit) {
   }
 }
 
+// Grouped-query attention as transformers' eager attention writes it: q [2, 4, 3, 8] (4 heads),
+// k [kb, 2, 5, 8] and v [kb, 2, 5, 6] (2 kv heads) each through repeat_kv, Unsqueeze(axes 2) ->
+// Expand([2, 2, 2, T, D]) -> Reshape([2, 4, T, D]), then Transpose(k) -> MatMul -> Mul(scale) ->
+// Softmax -> MatMul(v). With kb = 1 the Expand also broadcasts the batch: not a plain repeat.
+onnx::ModelProto GroupedAttentionModel(const std::string& exposed, int64_t kb) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("q", onnx::TensorProto::FLOAT, {2, 4, 3, 8});
+  *g->add_input() = testing::TensorInfo("k", onnx::TensorProto::FLOAT, {kb, 2, 5, 8});
+  *g->add_input() = testing::TensorInfo("v", onnx::TensorProto::FLOAT, {kb, 2, 5, 6});
+  *g->add_initializer() = testing::FloatTensor("scale", {}, {0.35355339f});
+  *g->add_initializer() = Int64Tensor("axes2", {1}, {2});
+  for (const char* x : {"k", "v"}) {
+    const int64_t d = std::string(x) == "k" ? 8 : 6;
+    const std::string p = x;
+    *g->add_initializer() = Int64Tensor(p + "_wide", {5}, {2, 2, 2, 5, d});
+    *g->add_initializer() = Int64Tensor(p + "_heads", {4}, {2, 4, 5, d});
+    *g->add_node() = testing::MakeNode("Unsqueeze", {p, "axes2"}, {p + "_u"});
+    *g->add_node() = testing::MakeNode("Expand", {p + "_u", p + "_wide"}, {p + "_e"});
+    *g->add_node() = testing::MakeNode("Reshape", {p + "_e", p + "_heads"}, {p + "_r"});
+  }
+  onnx::NodeProto t = testing::MakeNode("Transpose", {"k_r"}, {"kt"});
+  auto* perm = t.add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int64_t p : {0, 1, 3, 2}) perm->add_ints(p);
+  *g->add_node() = t;
+  *g->add_node() = testing::MakeNode("MatMul", {"q", "kt"}, {"qk"});
+  *g->add_node() = testing::MakeNode("Mul", {"qk", "scale"}, {"scaled"});
+  onnx::NodeProto sm = testing::MakeNode("Softmax", {"scaled"}, {"probs"});
+  auto* axis = sm.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(-1);
+  *g->add_node() = sm;
+  *g->add_node() = testing::MakeNode("MatMul", {"probs", "v_r"}, {"y"}, "attention");
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {2, 4, 3, 6});
+  if (!exposed.empty()) *g->add_output() = testing::TensorInfo(exposed, onnx::TensorProto::FLOAT, {2, 4, 3, 5});
+  return m;
+}
+
+TEST(SoftmaxAttentionFusion, RepeatKVIsReadInPlaceToTheUnfusedValuesBitForBit) {
+  SessionOptions two;
+  two.num_threads = 2;
+  for (int64_t kb : {2, 1}) {
+    SCOPED_TRACE(::testing::Message() << "k batch " << kb);
+    std::vector<float> q(2 * 4 * 3 * 8), k(kb * 2 * 5 * 8), v(kb * 2 * 5 * 6);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = 1.7f * std::sin(0.37f * static_cast<float>(i)) + 0.1f;
+    for (size_t i = 0; i < k.size(); ++i) k[i] = 1.3f * std::cos(0.71f * static_cast<float>(i)) - 0.2f;
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.9f * std::sin(1.9f * static_cast<float>(i) + 0.5f);
+    const std::vector<Feed> feeds = {{"q", Tensor::FromVector(DType::kFloat32, {2, 4, 3, 8}, q)},
+                                     {"k", Tensor::FromVector(DType::kFloat32, {kb, 2, 5, 8}, k)},
+                                     {"v", Tensor::FromVector(DType::kFloat32, {kb, 2, 5, 6}, v)}};
+    int fused = 0, unfused = 0;
+    const std::vector<uint32_t> want = FusedRunBits(GroupedAttentionModel("probs", kb), "attention_fusion", feeds, two, &unfused);
+    const std::vector<uint32_t> got = FusedRunBits(GroupedAttentionModel("", kb), "attention_fusion", feeds, two, &fused);
+    EXPECT_EQ(unfused, 0);
+    EXPECT_EQ(fused, 1);
+    ASSERT_EQ(want.size(), 2u * 4 * 3 * 6);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i << ": " << std::bit_cast<float>(got[i]) << " vs " << std::bit_cast<float>(want[i]);
+    // A plain repeat (kb 2) leaves no Expand: the fused node reads k and v with kv_repeat 2.
+    auto model = Load(GroupedAttentionModel("", kb));
+    ASSERT_TRUE(RunSessionPasses(model->graph, PassContext{}).ok());
+    int expands = 0;
+    int64_t repeat = 0;
+    for (const Node& n : model->graph.nodes) {
+      expands += n.op_type == "Expand";
+      if (n.op_type == internal_ops::SoftmaxAttention::kName) repeat = n.GetInt(internal_ops::SoftmaxAttention::kKVRepeat, 1);
+    }
+    EXPECT_EQ(expands, kb == 2 ? 0 : 2);
+    EXPECT_EQ(repeat, kb == 2 ? 2 : 1);
+  }
+}
+
 // rotate_half as Hugging Face writes it: t * cos + Concat(-t[..., 4:], t[..., :4]) * sin, t [1, 3, 4, 8],
 // cos and sin [4, 8]. `exposed`: an intermediate also made a graph output (no fusion); `swapped`:
 // the products' and the sum's operands in the other order, and the high half ending at INT64_MAX.

@@ -5,6 +5,10 @@
 // of each decoding sequence is five nodes and three score tensors; fused, one internal
 // SoftmaxAttention node (ops/fused.cc) with the same arithmetic. float32 only, every
 // intermediate read by the chain alone, the scale a scalar constant.
+// Grouped-query attention's repeat_kv in front of k and v, Reshape(Expand(Unsqueeze(x, 2))) from
+// [B, kv heads, T, D] to [B, kv heads * n, T, D] (transformers' eager attention), copies the
+// whole cache twice a layer each decoding step; when both k and v come that way with one n (the
+// shapes shape inference found say so), the node reads x itself with kv_repeat = n instead.
 #include "absl/strings/str_cat.h"
 #include "graph/internal_ops.h"
 #include "graph/passes/passes.h"
@@ -21,6 +25,17 @@ bool IsFloat32(const Graph& g, const std::string& v, size_t min_rank) {
          t->shape->size() >= min_rank;
 }
 
+bool SameDim(const Dim& a, const Dim& b) {
+  if (a.is_fixed() || b.is_fixed()) return a.value == b.value;
+  return !a.param.empty() && a.param == b.param;
+}
+
+const std::vector<Dim>* Dims(const Graph& g, const std::string& v, size_t rank) {
+  const TypeInfo* t = g.FindType(v);
+  if (t == nullptr || t->kind != TypeInfo::Kind::kTensor || !t->shape || t->shape->size() != rank) return nullptr;
+  return &*t->shape;
+}
+
 }  // namespace
 
 int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
@@ -35,6 +50,44 @@ int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
   };
   auto index = [&](const Node* n) { return static_cast<size_t>(n - g.nodes.data()); };
   const int64_t opset = g.OpsetFor("");
+  // repeat_kv: v = Reshape(Expand(Unsqueeze(x, axes = [2]))) read by the chain alone, which the
+  // inferred shapes show to be x [B, H, T, D] with each head repeated n >= 2 times in a row
+  // ([B, H, n, T, D], then [B, H * n, T, D]). Its three nodes, x and n; or no nodes.
+  struct Repeat {
+    std::vector<const Node*> nodes;
+    std::string x;
+    int64_t n = 0;
+  };
+  auto match_repeat = [&](const std::string& v) -> Repeat {
+    const Node* reshape = inner(v);
+    if (reshape == nullptr || !IsOp(*reshape, "Reshape") || reshape->inputs.size() != 2) return {};
+    const Node* expand = inner(reshape->inputs[0]);
+    if (expand == nullptr || !IsOp(*expand, "Expand") || expand->inputs.size() != 2) return {};
+    const Node* unsqueeze = inner(expand->inputs[0]);
+    if (unsqueeze == nullptr || !IsOp(*unsqueeze, "Unsqueeze") || unsqueeze->inputs.empty()) return {};
+    std::vector<int64_t> axes = unsqueeze->GetInts("axes");
+    if (unsqueeze->inputs.size() == 2) {
+      const Tensor* c = uses.Const(unsqueeze->inputs[1]);
+      if (c == nullptr || c->dtype() != DType::kInt64) return {};
+      axes.assign(c->data<int64_t>(), c->data<int64_t>() + c->num_elements());
+    }
+    if (axes != std::vector<int64_t>{2} && axes != std::vector<int64_t>{-3}) return {};
+    const std::string& x = unsqueeze->inputs[0];
+    const std::vector<Dim>* xs = Dims(g, x, 4);
+    const std::vector<Dim>* es = Dims(g, expand->outputs[0], 5);
+    const std::vector<Dim>* rs = Dims(g, reshape->outputs[0], 4);
+    if (xs == nullptr || es == nullptr || rs == nullptr || !(*xs)[1].is_fixed() || !(*es)[2].is_fixed() ||
+        !(*rs)[1].is_fixed()) {
+      return {};
+    }
+    const int64_t n = (*es)[2].value;
+    const bool repeats = n >= 2 && SameDim((*es)[0], (*xs)[0]) && SameDim((*es)[1], (*xs)[1]) &&
+                         SameDim((*es)[3], (*xs)[2]) && SameDim((*es)[4], (*xs)[3]) && SameDim((*rs)[0], (*xs)[0]) &&
+                         (*rs)[1].value == (*xs)[1].value * n && SameDim((*rs)[2], (*xs)[2]) &&
+                         SameDim((*rs)[3], (*xs)[3]);
+    if (!repeats) return {};
+    return {{reshape, expand, unsqueeze}, x, n};
+  };
   int fused = 0;
   for (Node& mm : g.nodes) {
     if (!IsOp(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
@@ -102,6 +155,14 @@ int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
     att.domain = internal_ops::kDomain;
     att.name = mm.name.empty() ? absl::StrCat("softmax_attention_", fused) : mm.name;
     att.inputs = {fm->inputs[0], fm->inputs[1], mm.inputs[1]};
+    if (const Repeat rk = match_repeat(fm->inputs[1]), rv = match_repeat(mm.inputs[1]);
+        !rk.nodes.empty() && rk.n == rv.n && fm->inputs[1] != mm.inputs[1]) {
+      att.inputs[Op::kK] = rk.x;
+      att.inputs[Op::kV] = rv.x;
+      att.attrs[Op::kKVRepeat] = Attribute::Int(Op::kKVRepeat, rk.n);
+      chain.insert(chain.end(), rk.nodes.begin(), rk.nodes.end());
+      chain.insert(chain.end(), rv.nodes.begin(), rv.nodes.end());
+    }
     if (!mask.empty()) att.inputs.push_back(mask);
     att.outputs = mm.outputs;
     if (fm->HasAttr("alpha")) att.attrs[Op::kAlpha] = Attribute::Float(Op::kAlpha, fm->GetFloat("alpha", 1.0f));
