@@ -85,6 +85,7 @@ struct KVCacheConcat {
   static constexpr char kName[] = "KVCacheConcat";
   enum Input : size_t { kPast = 0, kNew };
   static constexpr char kAxis[] = "axis";  // int, normalised to [0, rank)
+  static constexpr char kGrow[] = "grow";  // int: 1 may keep the present as a growing block (ops/kv_block.h)
 };
 
 // KVCacheFinish (kv_cache_fusion.cc -> ops/fused.cc): KVCacheFinish(buffer, slot views...) ->

@@ -324,10 +324,10 @@ const RunOptions& Generator::StepRunOptions(const RunOptions& caller, RunOptions
   own->also_cancel = &caller.cancel;
   own->last_row_outputs = {"logits"};
   // The cache each step returns is only fed to the next: handed over, it grows in place.
-  if (share_buffer_ || layout_ == CacheLayout::kStacked) {
+  if (share_buffer_ || layout_ != CacheLayout::kNone) {
     for (const CacheSlot& c : cache_) own->donated_inputs.push_back(c.input);
   }
-  own->grow_kv_in_place = layout_ == CacheLayout::kStacked;
+  own->grow_kv_in_place = layout_ != CacheLayout::kNone;
   return *own;
 }
 

@@ -12,29 +12,13 @@
 #include "base/thread_pool.h"
 #include "graph/internal_ops.h"
 #include "ops/families.h"
+#include "ops/kv_block.h"
 #include "ops/gemm/sgemm.h"
 #include "ops/op_util.h"
 
 namespace oneinfer {
 
 namespace {
-
-// The storage of a growing stacked KV cache (KVCacheAppend with `grow`): a tensor [N, ..., T, ...]
-// whose holder carries this deleter has each slot's rows of the sequence axis `capacity` apart
-// (the block is [N, ..., capacity, ...]), not T. Found with std::get_deleter; only the appends,
-// SoftmaxAttention and the caller that asked for it (RunOptions::grow_kv_in_place) see one.
-struct KVBlock {
-  int64_t capacity;
-  std::shared_ptr<void> storage;  // the allocator's block, returned when the last view goes
-  void operator()(void*) { storage.reset(); }
-};
-
-// The positions between consecutive groups of rows in t (a KV block or a view into one: its
-// capacity), else `rows` (dense).
-int64_t RowCapacity(const Tensor& t, int64_t rows) {
-  const KVBlock* b = std::get_deleter<KVBlock>(t.holder());
-  return b != nullptr ? b->capacity : rows;
-}
 
 // KVCacheAppend(past [N, ...slot], new [...slot with S at axis], buffer?) -> slot view (, buffer)
 // slot s of the buffer = past slot s followed by new along `axis` (of the slot's dims). Growing
@@ -65,15 +49,14 @@ absl::Status AppendCompute(OpContext& ctx) {
   const int64_t past_cap = RowCapacity(past, P);
   Tensor buffer;
   if (s == 0) {
-    const bool past_is_block = std::get_deleter<KVBlock>(past.holder()) != nullptr && past.raw_data() == past.holder().get();
-    if (grow && past_is_block && past_cap >= P + S && ctx.InputDonated(0)) {
+    if (grow && IsWholeKVBlock(past) && past_cap >= P + S && ctx.InputDonated(0)) {
       buffer = Tensor::Wrap(past.dtype(), buffer_shape, past.holder(), past.holder().get());  // grows in place
     } else {
       Shape reserve = buffer_shape;
       reserve[static_cast<size_t>(axis) + 1] = internal_ops::KVCacheCapacity(P + S);
       Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);
       std::shared_ptr<void> holder = block.holder();
-      if (grow) holder = std::shared_ptr<void>(block.raw_data(), KVBlock{reserve[static_cast<size_t>(axis) + 1], holder});
+      if (grow) holder = TagKVBlock(block.raw_data(), reserve[static_cast<size_t>(axis) + 1], std::move(holder));
       buffer = Tensor::Wrap(past.dtype(), buffer_shape, std::move(holder), block.raw_data());
     }
     ctx.SetOutput(1, buffer);
@@ -95,7 +78,8 @@ absl::Status AppendCompute(OpContext& ctx) {
   char* dst = static_cast<char*>(buffer.raw_data()) + static_cast<size_t>(s * outer) * group;
   const char* src_past = static_cast<const char*>(past.raw_data()) + static_cast<size_t>(s * outer) * past_group;
   const char* src_new = static_cast<const char*>(fresh.raw_data());
-  ParallelFor(ctx.thread_pool(), outer, 4, [&](int64_t b, int64_t e) {
+  const size_t group_bytes = (in_place ? 0 : static_cast<size_t>(P) * row) + new_rows;
+  ParallelFor(ctx.thread_pool(), outer, KVCopyGrain(group_bytes), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       char* d = dst + static_cast<size_t>(o) * group;
       if (!in_place) std::memcpy(d, src_past + static_cast<size_t>(o) * past_group, static_cast<size_t>(P) * row);

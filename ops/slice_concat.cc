@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "base/checked_math.h"
+#include "base/thread_pool.h"
 #include "graph/internal_ops.h"
 #include "ops/families.h"
 #include "ops/kernel.h"
+#include "ops/kv_block.h"
 #include "ops/movement.h"
 #include "ops/op_util.h"
 
@@ -87,9 +89,50 @@ absl::Status ConcatKernel(OpContext& ctx) {
   return ConcatInto(ctx, ins, axis, out);
 }
 
+// KVCacheConcat's growing form: present = past + fresh along `axis` in a block whose groups' rows
+// are `capacity` apart (a past that is one may be strided too, past_cap apart). With `grow` the
+// present is tagged as a KV block (strided, fit to be fed back); otherwise it is dense.
+absl::Status GrowingConcat(OpContext& ctx, const Tensor& past, const Tensor& fresh, int64_t axis, const Shape& out_shape,
+                           bool grow, int64_t past_cap) {
+  const int64_t P = past.dim(axis), S = fresh.dim(axis);
+  std::shared_ptr<void> holder;
+  char* base = nullptr;
+  int64_t cap = P + S;
+  const bool in_place = grow && IsWholeKVBlock(past) && past_cap >= P + S && ctx.InputDonated(internal_ops::KVCacheConcat::kPast);
+  if (in_place) {
+    holder = past.holder();
+    base = static_cast<char*>(holder.get());
+    cap = past_cap;
+  } else {
+    Shape reserve = out_shape;
+    if (grow) reserve[static_cast<size_t>(axis)] = cap = internal_ops::KVCacheCapacity(P + S);
+    Tensor block = ctx.AllocateTemp(past.dtype(), reserve, /*zero=*/false);
+    base = static_cast<char*>(block.raw_data());
+    holder = grow ? TagKVBlock(base, cap, block.holder()) : block.holder();
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= out_shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < out_shape.size(); ++d) inner *= out_shape[d];
+  const size_t row = static_cast<size_t>(inner) * DTypeSize(past.dtype());
+  const char* src_past = static_cast<const char*>(past.raw_data());
+  const char* src_new = static_cast<const char*>(fresh.raw_data());
+  ParallelFor(ctx.thread_pool(), outer, KVCopyGrain(static_cast<size_t>(in_place ? S : P + S) * row), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      char* d = base + static_cast<size_t>(o * cap) * row;
+      if (!in_place) std::memcpy(d, src_past + static_cast<size_t>(o * past_cap) * row, static_cast<size_t>(P) * row);
+      std::memcpy(d + static_cast<size_t>(P) * row, src_new + static_cast<size_t>(o * S) * row, static_cast<size_t>(S) * row);
+    }
+  });
+  ctx.SetOutput(0, Tensor::Wrap(past.dtype(), out_shape, std::move(holder), base));
+  return absl::OkStatus();
+}
+
 // KVCacheConcat(past, new): Concat along `axis` into a block with room for
 // kKVCacheCapacityStep more positions, so that each step's present cache takes the pool block
-// the step before last freed (same size class) instead of freshly faulted pages.
+// the step before last freed (same size class) instead of freshly faulted pages. Growing (the
+// node's `grow` and the run's RunOptions::grow_kv_in_place), the present is a KV block
+// (ops/kv_block.h): each group's rows at the block's capacity stride, and a donated past that is
+// one with room for the new rows becomes the present, only the new rows copied.
 absl::Status KVCacheConcatKernel(OpContext& ctx) {
   using Op = internal_ops::KVCacheConcat;
   OI_RETURN_IF_ERROR(RequireInputs(ctx, {Op::kPast, Op::kNew}));
@@ -98,6 +141,11 @@ absl::Status KVCacheConcatKernel(OpContext& ctx) {
   if (rank == 0 || ins[0]->dtype() == DType::kString) return InvalidArgument(ctx, "the KV cache must be a numeric tensor of rank >= 1");
   OI_ASSIGN(axis, Axis(ctx, ctx.node().GetInt(Op::kAxis, 0), rank));
   OI_ASSIGN(out_shape, ConcatShape(ctx, ins, axis));
+  const Tensor& past = *ins[0];
+  const int64_t P = past.dim(axis);
+  const bool grow = ctx.node().GetInt(Op::kGrow, 0) != 0 && ctx.run_control().grow_kv_in_place;
+  const int64_t past_cap = RowCapacity(past, P);
+  if (grow || past_cap != P) return GrowingConcat(ctx, past, *ins[1], axis, out_shape, grow, past_cap);
   Shape reserve = out_shape;
   reserve[static_cast<size_t>(axis)] = internal_ops::KVCacheCapacity(out_shape[static_cast<size_t>(axis)]);
   // The room is bounded (a graph whose input -> Concat -> output is not a cache must not pay

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <set>
 #include <vector>
 
 #include "base/half.h"
@@ -665,6 +666,7 @@ TEST(GraphPasses, APerLayerCacheConcatGrowsInPlaceOfTheConcatToTheSameValues) {
     ASSERT_TRUE(passes.ok()) << passes;
     EXPECT_EQ(CountOps(model->graph, internal_ops::KVCacheConcat::kName), as_output ? 1 : 0);
     EXPECT_EQ(CountOps(model->graph, "Concat"), as_output ? 0 : 1);
+    EXPECT_EQ(report.counts["kv_cache_in_place"], 0);  // a Neg reads the present: it stays dense
 
     const std::string bytes = PerLayerKVModel(as_output).SerializeAsString();
     auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
@@ -699,6 +701,93 @@ TEST(GraphPasses, APerLayerCacheConcatGrowsInPlaceOfTheConcatToTheSameValues) {
 
 // The room to grow is kKVCacheCapacityStep positions, but never more than the result's own size
 // or 16 MB: a wide tensor that happens to flow input -> Concat -> output is not blown up 64x.
+// One layer in the optimum layout whose present only its attention reads: past [1, 2, T, 4] ->
+// Concat(new, axis 2) -> present (a graph output) -> Transpose -> MatMul(q, .) -> Softmax ->
+// MatMul(., present) = y.
+onnx::ModelProto PerLayerAttentionModel() {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  onnx::ValueInfoProto past = testing::TensorInfo("past", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  past.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_param("past_len");
+  *g->add_input() = past;
+  *g->add_input() = testing::TensorInfo("new", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  *g->add_input() = testing::TensorInfo("q", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  onnx::NodeProto concat = testing::MakeNode("Concat", {"past", "new"}, {"present"});
+  auto* axis = concat.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(2);
+  *g->add_node() = concat;
+  onnx::NodeProto t = testing::MakeNode("Transpose", {"present"}, {"kt"});
+  auto* perm = t.add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int64_t p : {0, 1, 3, 2}) perm->add_ints(p);
+  *g->add_node() = t;
+  *g->add_node() = testing::MakeNode("MatMul", {"q", "kt"}, {"scores"});
+  onnx::NodeProto sm = testing::MakeNode("Softmax", {"scores"}, {"probs"});
+  auto* sm_axis = sm.add_attribute();
+  sm_axis->set_name("axis");
+  sm_axis->set_type(onnx::AttributeProto::INT);
+  sm_axis->set_i(-1);
+  *g->add_node() = sm;
+  *g->add_node() = testing::MakeNode("MatMul", {"probs", "present"}, {"y"});
+  onnx::ValueInfoProto present = testing::TensorInfo("present", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  present.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_param("total_len");
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {1, 2, 1, 4});
+  *g->add_output() = present;
+  return m;
+}
+
+TEST(GraphPasses, APerLayerCacheReadByAttentionAloneGrowsInPlaceToTheDenseValues) {
+  auto model = Load(PerLayerAttentionModel());
+  PassReport report;
+  PassContext ctx;
+  ctx.report = &report;
+  ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+  EXPECT_EQ(report.counts["kv_cache_in_place"], 1);
+  EXPECT_EQ(CountOps(model->graph, internal_ops::SoftmaxAttention::kName), 1);
+
+  const std::string bytes = PerLayerAttentionModel().SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+  ASSERT_TRUE(s.ok()) << s.status();
+  RunOptions grow;
+  grow.donated_inputs = {"past"};
+  grow.grow_kv_in_place = true;
+  Tensor grown = Tensor::Empty(DType::kFloat32, {1, 2, 0, 4});  // fed back strided
+  std::vector<float> dense;  // the same cache, [2, T, 4] dense, grown by the test
+  std::set<const void*> blocks;
+  for (int64_t step = 0; step < 140; ++step) {
+    std::vector<float> fresh(8), q(8);
+    for (size_t i = 0; i < 8; ++i) {
+      fresh[i] = std::sin(0.37f * static_cast<float>(step * 8 + static_cast<int64_t>(i)));
+      q[i] = std::cos(0.53f * static_cast<float>(step * 8 + static_cast<int64_t>(i)));
+    }
+    const int64_t T = step;
+    std::vector<float> next(static_cast<size_t>(2 * (T + 1) * 4));
+    for (int64_t h = 0; h < 2; ++h) {
+      std::copy_n(dense.begin() + h * T * 4, T * 4, next.begin() + h * (T + 1) * 4);
+      std::copy_n(fresh.begin() + h * 4, 4, next.begin() + (h * (T + 1) + T) * 4);
+    }
+    const Tensor fresh_t = Tensor::FromVector(DType::kFloat32, {1, 2, 1, 4}, fresh);
+    const Tensor q_t = Tensor::FromVector(DType::kFloat32, {1, 2, 1, 4}, q);
+    auto want = (*s)->Run({{"past", Tensor::FromVector(DType::kFloat32, {1, 2, T, 4}, dense)}, {"new", fresh_t}, {"q", q_t}},
+                          {"y", "present"});
+    auto got = (*s)->Run({{"past", grown}, {"new", fresh_t}, {"q", q_t}}, {"y", "present"}, grow);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    ASSERT_EQ((*got)[1].shape(), (Shape{1, 2, T + 1, 4}));
+    for (int64_t i = 0; i < 8; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>((*got)[0].data<float>()[i]), std::bit_cast<uint32_t>((*want)[0].data<float>()[i]))
+          << "step " << step << " element " << i;
+    }
+    EXPECT_EQ(std::vector<float>((*want)[1].data<float>(), (*want)[1].data<float>() + next.size()), next);  // dense without
+    grown = (*got)[1];
+    blocks.insert(grown.raw_data());
+    dense = std::move(next);
+  }
+  EXPECT_EQ(blocks.size(), 2u);  // 128 positions in the first block, the rest in the second
+}
+
 TEST(GraphPasses, APerLayerCacheReservesBoundedRoom) {
   const std::string bytes = PerLayerKVModel(true).SerializeAsString();
   auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());

@@ -221,6 +221,25 @@ int MarkGrowableKVCache(Graph& g, UseDefIndex& uses) {
     for (size_t k : appends) g.nodes[k].attrs[Append::kGrow] = Attribute::Int(Append::kGrow, 1);
     ++marked;
   }
+  // Per-layer caches (KVCacheConcat): the same conditions on one past and its present, which
+  // goes to the caller and to SoftmaxAttention's k or v alone.
+  using Concat = internal_ops::KVCacheConcat;
+  for (Node& n : g.nodes) {
+    if (n.domain != internal_ops::kDomain || n.op_type != Concat::kName || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
+    const std::string& past = n.inputs[Concat::kPast];
+    const std::string& present = n.outputs[0];
+    const TypeInfo* t = g.FindType(present);
+    bool ok = t != nullptr && t->shape && n.GetInt(Concat::kAxis, 0) + 2 == static_cast<int64_t>(t->shape->size()) &&
+              uses.IsGraphOutput(present) && uses.IsGraphInput(past) && !uses.IsGraphOutput(past) && !g.IsInitializer(past);
+    for (const UseDefIndex::Use& u : uses.Readers(past)) {
+      const Node& r = g.nodes[u.node];
+      ok = ok && ((&r == &n && u.slot == static_cast<int>(Concat::kPast)) || (IsDefaultDomain(r.domain) && r.op_type == "Shape"));
+    }
+    for (const UseDefIndex::Use& u : uses.Readers(present)) ok = ok && reads_as(u, Att::kName, Att::kK, Att::kV);
+    if (!ok) continue;
+    n.attrs[Concat::kGrow] = Attribute::Int(Concat::kGrow, 1);
+    ++marked;
+  }
   return marked;
 }
 

@@ -61,7 +61,9 @@ int FuseStackedKVCache(Graph& g, UseDefIndex& uses);
 // Marks the KVCacheAppend nodes of each stacked cache `grow` (KVCacheAppend::kGrow) when every
 // slot view is read by SoftmaxAttention's k or v (and the finish) alone, the sequence axis is
 // the slot's second-to-last, and the present is read by no node: nothing but those kernels and
-// the caller then sees a block whose rows lie at its capacity stride. Returns the caches marked.
+// the caller then sees a block whose rows lie at its capacity stride. Likewise each per-layer
+// KVCacheConcat (KVCacheConcat::kGrow) whose present is read by SoftmaxAttention's k or v alone
+// and whose past only it and Shape nodes read. Returns the caches marked.
 int MarkGrowableKVCache(Graph& g, UseDefIndex& uses);
 
 // Rewrites Concat(graph input, x, axis 2) -> graph output of rank 4 (a per-layer KV cache

@@ -111,7 +111,8 @@ class ONEINFER_API Generator {
   absl::StatusOr<const float*> LastLogits(const Tensor& logits, int64_t n, std::vector<float>* widened) const;
   // The RunOptions of a step: the caller's cancel flag and deadline, asking for the last row of
   // the logits only (the LM head skips the prompt's other rows) and donating the cache (a
-  // share-buffer one, or a stacked one, which then grows in place: RunOptions::grow_kv_in_place).
+  // share-buffer one is updated in place; a stacked or per-layer one then grows in place:
+  // RunOptions::grow_kv_in_place).
   // A caller's options that chain a flag of their own (also_cancel) are used as they are.
   const RunOptions& StepRunOptions(const RunOptions& caller, RunOptions* own) const;
   // A share-buffer cache (share_buffer_) holding `held` tokens gets room for `needed`: caches

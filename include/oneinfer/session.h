@@ -89,12 +89,13 @@ struct RunOptions {
   // a KV cache with spare rows, IOInfo::kv_share_buffer, instead of copying it). The caller must
   // not read a donated tensor after the run except through the outputs.
   std::vector<std::string> donated_inputs;
-  // Stacked KV caches (a past input the graph reads one slot at a time, its present an output:
-  // our export's past_kv -> present_kv) live in blocks with room for more positions, and a
-  // donated past that is such a block takes the step's rows in place instead of being copied.
-  // The present then comes back with each (slot, batch, head)'s rows at the block's capacity
-  // stride: not dense, fit only to be fed back (donated) as the next run's past. Off, the
-  // present is dense. Generator and BatchGenerator set it.
+  // KV caches that only the graph's attention reads, stacked (a past input the graph reads one
+  // slot at a time, its present an output: our export's past_kv -> present_kv) or per layer
+  // (optimum's past_key_values.N.key -> present.N.key), live in blocks with room for more
+  // positions, and a donated past that is such a block takes the step's rows in place instead
+  // of being copied. The present then comes back with each (slot, batch, head)'s rows at the
+  // block's capacity stride: not dense, fit only to be fed back (donated) as the next run's
+  // past. Off, the present is dense. Generator and BatchGenerator set it.
   bool grow_kv_in_place = false;
   // Sets the deadline `seconds` from now (a timeout).
   void SetTimeout(double seconds) {
