@@ -170,9 +170,11 @@ std::vector<OpSignature> Declarations() {
                   {io::KVCacheAppend::kGrow, T::kInt}}));
   d.push_back(Op(in, io::KVCacheFinish::kName, v, "rw", "r"));
   d.push_back(Op(in, io::SoftmaxAttention::kName, v, "rrro", "r",
-                 {{io::SoftmaxAttention::kAlpha, T::kFloat}, {io::SoftmaxAttention::kScale, T::kFloat}}));
+                 {{io::SoftmaxAttention::kAlpha, T::kFloat}, {io::SoftmaxAttention::kScale, T::kFloat},
+                  {io::SoftmaxAttention::kKVRepeat, T::kInt}}));
   d.push_back(Op(in, io::RotateHalf::kName, v, "rrr", "r"));
-  d.push_back(Op(in, io::KVCacheConcat::kName, v, "rr", "r", {{io::KVCacheConcat::kAxis, T::kInt, true}}));
+  d.push_back(Op(in, io::KVCacheConcat::kName, v, "rr", "r",
+                 {{io::KVCacheConcat::kAxis, T::kInt, true}, {io::KVCacheConcat::kGrow, T::kInt}}));
   d.push_back(Op(in, io::FusedConv::kName, v, "rro", "r",
                  {{"auto_pad", T::kString}, {"dilations", T::kInts}, {"group", T::kInt}, {"kernel_shape", T::kInts},
                   {"pads", T::kInts}, {"strides", T::kInts}, {io::FusedConv::kActivation, T::kString},

@@ -116,7 +116,8 @@ absl::Status SoftmaxAttentionCompute(OpContext& ctx) {
   // With kv_repeat = n, k and v's last batch axis (the heads) is read as if each head came n
   // times in a row: their batch shapes are the repeated ones, and a repeated index i is head i / n.
   const int64_t repeat = ctx.node().GetInt(Op::kKVRepeat, 1);
-  if (repeat < 1 || (repeat > 1 && (k.rank() < 3 || v.rank() < 3))) {
+  if (repeat < 1) return InvalidArgument(ctx, "kv_repeat must be 1 or more, got ", repeat);
+  if (repeat > 1 && (k.rank() < 3 || v.rank() < 3)) {
     return InvalidArgument(ctx, "kv_repeat ", repeat, " needs k and v with a head axis, got k ", ShapeToString(k.shape()),
                            " and v ", ShapeToString(v.shape()));
   }

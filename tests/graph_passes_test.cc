@@ -482,7 +482,8 @@ TEST(RotaryFusion, RotateHalfRunsAsOneNodeToTheUnfusedValuesBitForBit) {
 // The two fused kernels as a file may also spell them: inputs they cannot compute are an error
 // naming the node, never a crash.
 TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
-  auto run = [](const std::string& op, const std::vector<std::pair<std::string, Tensor>>& feeds) -> absl::Status {
+  auto run = [](const std::string& op, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                int64_t kv_repeat = 0) -> absl::Status {
     onnx::ModelProto m = testing::MakeModel();
     auto* opset = m.add_opset_import();
     opset->set_domain("oneinfer.internal");
@@ -497,6 +498,12 @@ TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
     }
     onnx::NodeProto n = testing::MakeNode(op, names, {"y"}, "fused");
     n.set_domain("oneinfer.internal");
+    if (kv_repeat != 0) {
+      auto* a = n.add_attribute();
+      a->set_name(internal_ops::SoftmaxAttention::kKVRepeat);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(kv_repeat);
+    }
     *g->add_node() = n;
     onnx::ValueInfoProto out;
     out.set_name("y");
@@ -516,6 +523,7 @@ TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
     std::string op;
     std::vector<std::pair<std::string, Tensor>> feeds;
     std::string says;
+    int64_t kv_repeat = 0;
   };
   const std::vector<Case> cases = {
       {"RotateHalf", {{"t", f32({2, 7})}, {"c", f32({2, 7})}, {"s", f32({2, 7})}}, "even last axis"},
@@ -526,9 +534,12 @@ TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
       {"SoftmaxAttention", {{"q", f32({2, 3, 4})}, {"k", f32({3, 5, 4})}, {"v", f32({3, 5, 4})}}, "do not broadcast"},
       {"SoftmaxAttention", {{"q", f32({1, 3, 4})}, {"k", f32({1, 5, 4})}, {"v", f32({1, 5, 4})}, {"m", f32({2, 3, 5})}},
        "does not broadcast to the scores"},
+      {"SoftmaxAttention", {{"q", f32({2, 3, 4})}, {"k", f32({5, 4})}, {"v", f32({5, 4})}}, "needs k and v with a head axis", 2},
+      {"SoftmaxAttention", {{"q", f32({1, 3, 1, 4})}, {"k", f32({1, 2, 5, 4})}, {"v", f32({1, 2, 5, 4})}}, "do not broadcast", 2},
+      {"SoftmaxAttention", {{"q", f32({1, 4, 1, 4})}, {"k", f32({1, 2, 5, 4})}, {"v", f32({1, 2, 5, 4})}}, "kv_repeat must be 1 or more", -1},
   };
   for (const Case& c : cases) {
-    const absl::Status s = run(c.op, c.feeds);
+    const absl::Status s = run(c.op, c.feeds, c.kv_repeat);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.op << ": " << s;
     EXPECT_NE(s.message().find(c.says), std::string::npos) << s;
     EXPECT_NE(s.message().find("fused"), std::string::npos) << s;  // names the node
