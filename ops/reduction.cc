@@ -392,25 +392,12 @@ void SoftmaxRow(const A* x, A* y, int64_t n) {
       av = av - mx - lse;
     }
     Eigen::Map<Row>(y, n) = av;
-    return;
-  }
-  Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>> xv(x, n);
-  Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>> yv(y, n);
-  if constexpr (M == SM::kHardmax) {
+  } else {
     int64_t best = 0;
     for (int64_t i = 1; i < n; ++i)
       if (x[i] > x[best]) best = i;
-    yv.setZero();
+    std::fill(y, y + n, A(0));
     y[best] = A(1);
-  } else {
-    const A mx = xv.maxCoeff();
-    if constexpr (M == SM::kSoftmax) {
-      yv = (xv - mx).exp();
-      yv *= A(1) / yv.sum();
-    } else {
-      const A lse = std::log((xv - mx).exp().sum());
-      yv = xv - mx - lse;
-    }
   }
 }
 

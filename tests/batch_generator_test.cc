@@ -280,15 +280,19 @@ TEST_P(Batching, AStackedCacheGrowsInPlaceToTheDenseCachesLogits) {
 INSTANTIATE_TEST_SUITE_P(Precisions, Batching, ::testing::Values(MatMulPrecision::kFloat32, MatMulPrecision::kInt8),
                          [](const auto& info) { return info.param == MatMulPrecision::kInt8 ? "int8" : "float32"; });
 
-TEST(BatchGenerator, WarmPoolsEverySlotsCacheBlockAndChangesNoTokens) {
-  const fs::path dir = testing::TempDir("batching_warm");
-  RandomQwen3Options ro;
-  ASSERT_TRUE(WriteRandomQwen3((dir / "ckpt").string(), ro).ok());
+// A random tiny Qwen3 with its stacked cache, exported into dir and loaded with the defaults.
+absl::StatusOr<std::unique_ptr<Session>> TinyCachedQwen3(const fs::path& dir) {
+  if (absl::Status st = WriteRandomQwen3((dir / "ckpt").string(), RandomQwen3Options{}); !st.ok()) return st;
   ExportQwen3Options eo;
   eo.cached = true;
-  ASSERT_TRUE(ExportQwen3((dir / "ckpt").string(), (dir / "model.onnx").string(), eo).ok());
-  auto s = Session::Load((dir / "model.onnx").string());
-  ASSERT_TRUE(s.ok());
+  if (auto r = ExportQwen3((dir / "ckpt").string(), (dir / "model.onnx").string(), eo); !r.ok()) return r.status();
+  return Session::Load((dir / "model.onnx").string());
+}
+
+TEST(BatchGenerator, WarmPoolsEverySlotsCacheBlockAndChangesNoTokens) {
+  const fs::path dir = testing::TempDir("batching_warm");
+  auto s = TinyCachedQwen3(dir);
+  ASSERT_TRUE(s.ok()) << s.status();
   BatchOptions bo;
   bo.max_sequences = 3;
   auto b = BatchGenerator::Create(**s, bo);
@@ -317,13 +321,8 @@ TEST(BatchGenerator, WarmPoolsEverySlotsCacheBlockAndChangesNoTokens) {
 
 TEST(BatchGenerator, SlotsStopsCancelAndBadRequests) {
   const fs::path dir = testing::TempDir("batching_slots");
-  RandomQwen3Options ro;
-  ASSERT_TRUE(WriteRandomQwen3((dir / "ckpt").string(), ro).ok());
-  ExportQwen3Options eo;
-  eo.cached = true;
-  ASSERT_TRUE(ExportQwen3((dir / "ckpt").string(), (dir / "model.onnx").string(), eo).ok());
-  auto s = Session::Load((dir / "model.onnx").string());
-  ASSERT_TRUE(s.ok());
+  auto s = TinyCachedQwen3(dir);
+  ASSERT_TRUE(s.ok()) << s.status();
   BatchOptions bo;
   bo.max_sequences = 2;
   bo.context = 12;
