@@ -82,7 +82,7 @@ absl::Status AppendCompute(OpContext& ctx) {
   ParallelFor(ctx.thread_pool(), outer, KVCopyGrain(group_bytes), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       char* d = dst + static_cast<size_t>(o) * group;
-      if (!in_place) std::memcpy(d, src_past + static_cast<size_t>(o) * past_group, static_cast<size_t>(P) * row);
+      if (!in_place && P > 0) std::memcpy(d, src_past + static_cast<size_t>(o) * past_group, static_cast<size_t>(P) * row);
       std::memcpy(d + static_cast<size_t>(P) * row, src_new + static_cast<size_t>(o) * new_rows, new_rows);
     }
   });

@@ -119,8 +119,8 @@ absl::Status GrowingConcat(OpContext& ctx, const Tensor& past, const Tensor& fre
   ParallelFor(ctx.thread_pool(), outer, KVCopyGrain(static_cast<size_t>(in_place ? S : P + S) * row), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       char* d = base + static_cast<size_t>(o * cap) * row;
-      if (!in_place) std::memcpy(d, src_past + static_cast<size_t>(o * past_cap) * row, static_cast<size_t>(P) * row);
-      std::memcpy(d + static_cast<size_t>(P) * row, src_new + static_cast<size_t>(o * S) * row, static_cast<size_t>(S) * row);
+      if (!in_place && P > 0) std::memcpy(d, src_past + static_cast<size_t>(o * past_cap) * row, static_cast<size_t>(P) * row);
+      if (S > 0) std::memcpy(d + static_cast<size_t>(P) * row, src_new + static_cast<size_t>(o * S) * row, static_cast<size_t>(S) * row);
     }
   });
   ctx.SetOutput(0, Tensor::Wrap(past.dtype(), out_shape, std::move(holder), base));
