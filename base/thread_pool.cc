@@ -17,6 +17,16 @@ namespace {
 // between: workers spin this long before sleeping, so a call rarely pays a futex wake-up.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
+// Set while this thread runs a pool task: a call from inside one runs its tasks inline, in order
+// (the same chunks as a parallel run, so the same results), instead of waiting on the pool.
+thread_local bool t_in_task = false;
+
+struct InTask {
+  bool was = t_in_task;
+  InTask() { t_in_task = true; }
+  ~InTask() { t_in_task = was; }
+};
+
 struct Job {
   const std::function<void(int64_t)>* fn = nullptr;
   int64_t tasks = 0;
@@ -39,7 +49,7 @@ struct ThreadPool::Impl {
   std::atomic<uint64_t> generation{0};
   int sleepers = 0;
   bool stop = false;
-  std::mutex run_mu;  // one job at a time; a nested or concurrent caller runs inline
+  std::mutex run_mu;  // one job at a time; a caller on another thread meanwhile runs inline
   std::vector<std::thread> workers;
 
   void WorkerLoop() {
@@ -64,7 +74,10 @@ struct ThreadPool::Impl {
         current = job;
       }
       // A worker that arrives late finds next >= tasks and does nothing.
-      if (current) current->Work();
+      if (current) {
+        InTask in_task;
+        current->Work();
+      }
     }
   }
 };
@@ -91,7 +104,7 @@ void ThreadPool::RunTasks(int64_t tasks, const std::function<void(int64_t)>& fn)
   auto inline_run = [&] {
     for (int64_t i = 0; i < tasks; ++i) fn(i);
   };
-  if (!impl_ || tasks == 1) return inline_run();
+  if (!impl_ || tasks == 1 || t_in_task) return inline_run();
   std::unique_lock<std::mutex> running(impl_->run_mu, std::try_to_lock);
   if (!running.owns_lock()) return inline_run();
   auto job = std::make_shared<Job>();
@@ -105,7 +118,10 @@ void ThreadPool::RunTasks(int64_t tasks, const std::function<void(int64_t)>& fn)
     notify = impl_->sleepers > 0;
   }
   if (notify) impl_->wake.notify_all();
-  job->Work();  // the caller takes tasks too
+  {
+    InTask in_task;
+    job->Work();  // the caller takes tasks too
+  }
   while (job->done.load(std::memory_order_acquire) < tasks) _mm_pause();
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->job.reset();

@@ -1,6 +1,8 @@
-// Concurrency: one Session run from several threads at once, and Generators sharing one Session.
+// Concurrency: the pool's nested calls, one Session run from several threads at once, and
+// Generators sharing one Session.
 // Each concurrent result must equal the same call made alone. The ThreadSanitizer tree
 // (scripts/sanitize.sh thread) runs this file on its own.
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/thread_pool.h"
 #include "oneinfer/convert.h"
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
@@ -19,6 +22,38 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr int kThreads = 4;
+
+// A task that itself calls the pool (a batch member's kernel inside a side-by-side stretch) runs
+// its inner tasks inline, in order, on its own thread: none is lost, none runs twice, no deadlock.
+TEST(ThreadPoolNesting, ATaskThatRunsTasksRunsThemInlineInOrder) {
+  ThreadPool pool(2);
+  constexpr int kOuter = 6, kInner = 5;
+  std::vector<std::vector<int>> order(kOuter);
+  std::vector<std::thread::id> outer_thread(kOuter);
+  std::vector<std::vector<std::thread::id>> inner_thread(kOuter, std::vector<std::thread::id>(kInner));
+  std::atomic<int> chunks{0};
+  for (int round = 0; round < 20; ++round) {
+    for (auto& o : order) o.clear();
+    chunks = 0;
+    pool.RunTasks(kOuter, [&](int64_t t) {
+      outer_thread[t] = std::this_thread::get_id();
+      pool.RunTasks(kInner, [&](int64_t i) {
+        order[t].push_back(static_cast<int>(i));
+        inner_thread[t][i] = std::this_thread::get_id();
+      });
+      pool.ParallelFor(100, 10, [&](int64_t b, int64_t e) { chunks += static_cast<int>(e - b); });
+    });
+    EXPECT_EQ(chunks.load(), kOuter * 100);
+    for (int t = 0; t < kOuter; ++t) {
+      EXPECT_EQ(order[t], (std::vector<int>{0, 1, 2, 3, 4})) << "outer task " << t;
+      for (int i = 0; i < kInner; ++i) EXPECT_EQ(inner_thread[t][i], outer_thread[t]);
+    }
+  }
+  // Outside any task the pool runs in parallel again.
+  std::atomic<int> after{0};
+  pool.RunTasks(4, [&](int64_t) { ++after; });
+  EXPECT_EQ(after.load(), 4);
+}
 
 // A random tiny Qwen3 (2 layers, real vocabulary) exported with its stacked KV cache, loaded once
 // with a two-thread pool that every concurrent run shares.
