@@ -469,8 +469,8 @@ absl::StatusOr<std::vector<Value>> ExecutionPlan::Execute(const std::vector<cons
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::ExecuteBatch(
     const std::vector<std::vector<const Value*>>& inputs, const RunControl& run, const RunRequest& request,
-    int* stacked_steps) const {
-  return RunLockstep(inputs, nullptr, run, request, stacked_steps);
+    LockstepCounts* counts) const {
+  return RunLockstep(inputs, nullptr, run, request, counts);
 }
 
 void ExecutionPlan::NarrowToLastRow(const Step& step, std::vector<std::vector<const Value*>>& ptr,
@@ -497,7 +497,7 @@ void ExecutionPlan::NarrowToLastRow(const Step& step, std::vector<std::vector<co
 
 absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     const std::vector<std::vector<const Value*>>& inputs, const OuterLookup& outer, const RunControl& run,
-    const RunRequest& request, int* stacked_steps) const {
+    const RunRequest& request, LockstepCounts* counts) const {
   const std::vector<bool>& wanted = request.wanted;
   const std::vector<bool>& last_row = request.last_row;
   if ((!wanted.empty() && wanted.size() != output_slots_.size()) || (!last_row.empty() && last_row.size() != output_slots_.size())) {
@@ -531,7 +531,7 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
   if (prune) pruned = PrunedSchedule(wanted);
   const size_t count = prune ? pruned.steps.size() : steps_.size();
   const size_t members = inputs.size();
-  if (stacked_steps != nullptr) *stacked_steps = 0;
+  if (counts != nullptr) *counts = {};
   std::vector<std::vector<const Value*>> ptr(members);
   std::vector<std::vector<Value>> owned(members, std::vector<Value>(slots_.size()));
   for (size_t b = 0; b < members; ++b) {
@@ -544,13 +544,52 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     ends.resize(count);
     start = Clock::now();
   }
+  auto step_at = [&](size_t j) -> const Step& { return steps_[prune ? pruned.steps[j] : j]; };
+  auto release_at = [&](size_t j) -> const std::vector<int>& {
+    return prune ? pruned.release_after[j] : steps_[j].release_after;
+  };
   // Every member takes each step before any takes the next: a row-wise step runs once over all
-  // their rows, the others once per member.
+  // their rows, the others once per member. A stretch of per-member steps between two row-wise
+  // ones runs side by side where the members are alike: one task a member, taking its steps in
+  // order (a member's steps only read its own values and the shared constants).
   for (size_t j = 0; j < count; ++j) {
     const size_t k = prune ? pruned.steps[j] : j;
     const Step& step = steps_[k];
     if (absl::Status stop = run.Check(); !stop.ok()) return WithNode(stop, *step.node);  // names where it stopped
-    const std::vector<int>& release = prune ? pruned.release_after[j] : step.release_after;
+    if (members > 1 && PerMember(step) && MembersSideBySide(step, ptr)) {
+      size_t end = j + 1;
+      while (end < count && PerMember(step_at(end))) ++end;
+      std::vector<absl::Status> status(members);
+      std::vector<std::vector<double>> took(profile_ ? members : 0, std::vector<double>(end - j, 0.0));
+      res_.pool->RunTasks(static_cast<int64_t>(members), [&](int64_t task) {
+        const auto b = static_cast<size_t>(task);
+        for (size_t i = j; i < end && status[b].ok(); ++i) {
+          const Clock::time_point t0 = profile_ ? Clock::now() : Clock::time_point();
+          if (i > j) status[b] = run.Check();
+          if (!status[b].ok()) status[b] = WithNode(status[b], *step_at(i).node);
+          else status[b] = RunStep(step_at(i), ptr[b], owned[b], run, release_at(i), donated_slots);
+          if (profile_) took[b][i - j] = std::chrono::duration<double>(Clock::now() - t0).count();
+        }
+      });
+      // The first error in member order is the run's, as in the member-by-member loop.
+      for (absl::Status& st : status) if (!st.ok()) return st;
+      if (counts != nullptr) ++counts->side_by_side;
+      if (profile_) {  // the stretch's wall time, shared out by the time its steps took in the tasks
+        const Clock::time_point began = j == 0 ? start : ends[j - 1], done = Clock::now();
+        std::vector<double> sum(end - j, 0.0);
+        double all = 0;
+        for (const auto& t : took) for (size_t i = 0; i < t.size(); ++i) sum[i] += t[i], all += t[i];
+        double before = 0;
+        for (size_t i = j; i < end; ++i) {
+          before += sum[i - j];
+          ends[i] = began + std::chrono::duration_cast<Clock::duration>((done - began) * (all > 0 ? before / all : 1.0));
+        }
+        ends[end - 1] = done;
+      }
+      j = end - 1;
+      continue;
+    }
+    const std::vector<int>& release = release_at(j);
     bool ran = false;
     std::vector<Value> last_rows;  // views of the row inputs' last rows, for a narrowed step
     std::vector<const Value*> whole;  // the row inputs they replace
@@ -563,7 +602,7 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     if (members > 1 && step.kernel->RowwiseInput() >= 0) {
       auto stacked = RunStacked(step, ptr, owned, run, release);
       if (!stacked.ok()) return stacked.status();
-      if (*stacked && stacked_steps != nullptr) ++*stacked_steps;
+      if (*stacked && counts != nullptr) ++counts->stacked;
       ran = *stacked;
     }
     for (size_t b = 0; b < members && !ran; ++b) {
@@ -591,6 +630,24 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     results.push_back(std::move(*r));
   }
   return results;
+}
+
+bool ExecutionPlan::PerMember(const Step& step) { return step.kernel->RowwiseInput() < 0 && step.implicit_inputs.empty(); }
+
+bool ExecutionPlan::MembersSideBySide(const Step& step, const std::vector<std::vector<const Value*>>& ptr) const {
+  const ThreadPool* pool = res_.pool;
+  if (ptr.size() < 2 || pool == nullptr || pool->num_threads() < 2) return false;
+  int64_t total = 0, largest = 0;
+  for (const auto& p : ptr) {
+    int64_t elements = 0;
+    for (int s : step.inputs) {
+      const Value* v = s >= 0 ? p[static_cast<size_t>(s)] : nullptr;
+      if (v != nullptr && v->is_tensor()) elements += v->tensor.num_elements();
+    }
+    total += elements;
+    largest = std::max(largest, elements);
+  }
+  return total > 0 && largest * pool->num_threads() <= total;
 }
 
 absl::StatusOr<bool> ExecutionPlan::RunStacked(const Step& step, std::vector<std::vector<const Value*>>& ptr,

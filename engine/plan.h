@@ -23,6 +23,12 @@ namespace oneinfer {
 // Resolves a name defined in an enclosing scope (nullptr if none).
 using OuterLookup = std::function<const Value*(const std::string&)>;
 
+// How a lockstep pass ran its steps (ExecutionPlan::ExecuteBatch, for tests).
+struct LockstepCounts {
+  int stacked = 0;       // steps run once over every member's rows stacked
+  int side_by_side = 0;  // stretches of per-member steps run with the members side by side
+};
+
 class ExecutionPlan : public SubgraphRunner {
  public:
   struct Resources {
@@ -60,11 +66,11 @@ class ExecutionPlan : public SubgraphRunner {
   // set before the next step. A step whose kernel is row-wise (OpKernel::RowwiseInput) runs once
   // over the sets' rows stacked, and each set gets its rows of the result; the others run once per
   // set. Returns each set's outputs as Execute would.
-  // stacked_steps (optional): how many steps ran once over the stacked rows.
+  // counts (optional): how the steps ran (LockstepCounts).
   absl::StatusOr<std::vector<std::vector<Value>>> ExecuteBatch(const std::vector<std::vector<const Value*>>& inputs,
                                                                const RunControl& run = {},
                                                                const RunRequest& request = {},
-                                                               int* stacked_steps = nullptr) const;
+                                                               LockstepCounts* counts = nullptr) const;
 
   // SubgraphRunner
   const Graph& graph() const override { return *graph_; }
@@ -119,7 +125,7 @@ class ExecutionPlan : public SubgraphRunner {
   // Execute and ExecuteBatch: one run per input set, each step for every set before the next.
   absl::StatusOr<std::vector<std::vector<Value>>> RunLockstep(const std::vector<std::vector<const Value*>>& inputs,
                                                               const OuterLookup& outer, const RunControl& run,
-                                                              const RunRequest& request, int* stacked_steps) const;
+                                                              const RunRequest& request, LockstepCounts* counts) const;
   // For a row-wise step: points each member's row input at a view of its last row, where its
   // shape allows (size 1 before the last two dimensions); `views` keeps the views alive.
   void NarrowToLastRow(const Step& step, std::vector<std::vector<const Value*>>& ptr, std::vector<Value>& views) const;
@@ -128,6 +134,14 @@ class ExecutionPlan : public SubgraphRunner {
   absl::StatusOr<bool> RunStacked(const Step& step, std::vector<std::vector<const Value*>>& ptr,
                                   std::vector<std::vector<Value>>& owned, const RunControl& run,
                                   const std::vector<int>& release) const;
+  // A step each member takes on its own, one that may join a side-by-side stretch: not row-wise
+  // (never stacked) and reading no outer values through a subgraph.
+  static bool PerMember(const Step& step);
+  // Whether a stretch of per-member steps starting at `step` runs its members side by side on the
+  // pool, one member a task (the kernels' own parallel loops then run inline, in the chunks of a
+  // parallel run: the same results): when no member's inputs hold more than one thread's share of
+  // all of theirs, e.g. a decoding step's attention, norms and element-wise nodes.
+  bool MembersSideBySide(const Step& step, const std::vector<std::vector<const Value*>>& ptr) const;
   // The graph outputs of one run (an output not wanted comes back empty).
   absl::StatusOr<std::vector<Value>> Collect(const std::vector<const Value*>& ptr, const std::vector<bool>& wanted) const;
   // For the steps run in `order` (indices into steps_): the node outputs to release after each,

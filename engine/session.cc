@@ -415,7 +415,7 @@ absl::StatusOr<std::vector<Tensor>> SessionImpl::Run(const std::vector<Feed>& fe
 
 absl::StatusOr<std::vector<std::vector<Tensor>>> SessionImpl::RunBatch(const std::vector<std::vector<Feed>>& feeds,
                                                                        const std::vector<std::string>& output_names,
-                                                                       const RunOptions* run, int* stacked_steps) const {
+                                                                       const RunOptions* run, LockstepCounts* counts) const {
   std::vector<size_t> picked;
   std::vector<bool> wanted;
   if (absl::Status s = PickOutputs(output_names, &picked, &wanted); !s.ok()) return s;
@@ -433,7 +433,7 @@ absl::StatusOr<std::vector<std::vector<Tensor>>> SessionImpl::RunBatch(const std
   auto request = Request(run, wanted);
   if (!request.ok()) return request.status();
   const RunControl control = ControlOf(run);
-  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, *request, stacked_steps); });
+  auto results = GuardExceptions([&] { return plan_->ExecuteBatch(bound, control, *request, counts); });
   for (const Tensor& t : gather_only_tables_) ReleaseMappedPages(t);
   if (!results.ok()) return results.status();
   std::vector<std::vector<Tensor>> out;

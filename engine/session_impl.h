@@ -43,11 +43,11 @@ class SessionImpl {
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                           const std::vector<std::string>& output_names,
                                           const RunOptions* run = nullptr) const;
-  // Session::RunBatch; stacked_steps (optional, for tests): the steps run once over all sets' rows.
+  // Session::RunBatch; counts (optional, for tests): how the pass ran its steps.
   absl::StatusOr<std::vector<std::vector<Tensor>>> RunBatch(const std::vector<std::vector<Feed>>& feeds,
                                                             const std::vector<std::string>& output_names,
                                                             const RunOptions* run = nullptr,
-                                                            int* stacked_steps = nullptr) const;
+                                                            LockstepCounts* counts = nullptr) const;
 
  private:
   absl::Status CheckFeed(const IOInfo& info, const Value& v) const;

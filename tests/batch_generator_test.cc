@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "base/huge_pages.h"
 #include "engine/session_impl.h"
 #include "graph/internal_ops.h"
+#include "tests/op_harness.h"
 #include "tests/test_util.h"
 
 namespace oneinfer {
@@ -129,17 +131,48 @@ TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
   sets.push_back(prompt_feeds(Prompt(7, 1), empty));
   sets.push_back(prompt_feeds({42}, (*warm)[0]));
   sets.push_back(prompt_feeds(Prompt(3, 3), empty));
-  int stacked = 0;
-  auto batch = s.impl().RunBatch(sets, {"logits", "present_kv"}, nullptr, &stacked);
+  LockstepCounts counts;
+  auto batch = s.impl().RunBatch(sets, {"logits", "present_kv"}, nullptr, &counts);
   ASSERT_TRUE(batch.ok()) << batch.status();
   // Every MatMul against a weight ran once over the three sets' rows: the rotary frequencies
   // (positions x inverse frequencies), 7 per layer and the lm_head.
-  EXPECT_EQ(stacked, 1 + 2 * 7 + 1);
+  EXPECT_EQ(counts.stacked, 1 + 2 * 7 + 1);
   ASSERT_EQ(batch->size(), sets.size());
   for (size_t i = 0; i < sets.size(); ++i) {
     auto alone = s.Run(sets[i], {"logits", "present_kv"});
     ASSERT_TRUE(alone.ok()) << alone.status();
     for (size_t o = 0; o < 2; ++o) EXPECT_TRUE(SameBits((*batch)[i][o], (*alone)[o])) << "set " << i << " output " << o;
+  }
+}
+
+// Alike members take a stretch of per-member steps side by side on the pool, one task each (a
+// kernel's own parallel loop, here a Sigmoid of two chunks, then runs inline in the chunks a
+// parallel run makes); each member gets the bits of its run alone. A member holding most of the
+// work makes the pass run member by member, each with the whole pool.
+TEST(LockstepSideBySide, AlikeMembersRunSideBySideToTheBitsOfSeparateRuns) {
+  auto s = testing::OneNode{.op = "Sigmoid", .threads = 2}.Load(std::vector<DType>{DType::kFloat32});
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  auto input = [&](int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = u(rng);
+    return std::vector<Feed>{{"in0", Tensor::FromVector(DType::kFloat32, {1, n}, x)}};
+  };
+  const int64_t big = 2 * 65536 + 7;  // two chunks of the element-wise loop's 1 << 16 minimum
+  for (const auto& sizes : {std::vector<int64_t>{big, big, big - 3}, std::vector<int64_t>{big, 40, 24}}) {
+    std::vector<std::vector<Feed>> sets;
+    for (int64_t n : sizes) sets.push_back(input(n));
+    LockstepCounts counts;
+    auto batch = (*s)->RunBatch(sets, {"out0"}, nullptr, &counts);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    EXPECT_EQ(counts.side_by_side, sizes[1] == big ? 1 : 0) << "sizes " << sizes[1];
+    EXPECT_EQ(counts.stacked, 0);
+    for (size_t i = 0; i < sets.size(); ++i) {
+      auto alone = (*s)->Run(sets[i], {"out0"});
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      EXPECT_TRUE(SameBits((*batch)[i][0], (*alone)[0])) << "set " << i << " of sizes " << sizes[1];
+    }
   }
 }
 

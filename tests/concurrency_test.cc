@@ -1,5 +1,6 @@
-// Concurrency: the pool's nested calls, one Session run from several threads at once, and
-// Generators sharing one Session.
+// Concurrency: the pool's nested calls, one Session run from several threads at once, Generators
+// sharing one Session, and a batch whose alike sequences take their per-sequence steps side by
+// side on the pool.
 // Each concurrent result must equal the same call made alone. The ThreadSanitizer tree
 // (scripts/sanitize.sh thread) runs this file on its own.
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "base/thread_pool.h"
+#include "oneinfer/batch_generator.h"
 #include "oneinfer/convert.h"
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
@@ -171,6 +173,48 @@ TEST_F(Concurrency, GeneratorsSharingOneSessionGenerateWhatEachDoesAlone) {
     ASSERT_TRUE(got[t].ok()) << "thread " << t << ": " << got[t].status();
     EXPECT_EQ(*got[t], expected[t]) << "thread " << t;
   }
+}
+
+// Sequences of one prompt length decode in lockstep: each pass runs their per-sequence steps
+// (attention, norms, rotary, element-wise) side by side on the session's two-thread pool.
+TEST_F(Concurrency, ABatchOfAlikeSequencesGeneratesWhatEachDoesAlone) {
+  constexpr int kSequences = 4, kNew = 6;
+  auto prompt = [](int t) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 7; ++i) ids.push_back(200 + 41 * t + 3 * i);
+    return ids;
+  };
+  std::vector<std::vector<int32_t>> expected;
+  for (int t = 0; t < kSequences; ++t) {
+    auto gen = Generator::Create(*session_);
+    ASSERT_TRUE(gen.ok()) << gen.status();
+    GenerateOptions o;
+    o.max_new_tokens = kNew;
+    auto r = (*gen)->Generate(prompt(t), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    expected.push_back(r->generated_ids);
+  }
+  BatchOptions bo;
+  bo.max_sequences = kSequences;
+  auto batch = BatchGenerator::Create(*session_, bo);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  SequenceOptions so;
+  so.max_new_tokens = kNew;
+  std::vector<int64_t> ids;
+  for (int t = 0; t < kSequences; ++t) {
+    auto id = (*batch)->Add(prompt(t), so);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  std::vector<std::vector<int32_t>> got(kSequences);
+  for (int guard = 0; (*batch)->active() > 0 && guard < 100; ++guard) {
+    auto events = (*batch)->Step();
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const SequenceEvent& e : *events) {
+      for (int t = 0; t < kSequences; ++t) if (e.has_token && e.id == ids[t]) got[t].push_back(e.token);
+    }
+  }
+  for (int t = 0; t < kSequences; ++t) EXPECT_EQ(got[t], expected[t]) << "sequence " << t;
 }
 
 }  // namespace
