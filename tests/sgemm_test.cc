@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -152,6 +153,28 @@ TEST_P(SgemmTierTest, OddThreadCountSplitsMAndN) {
     CheckCase({false, false, s, 1.0f, 0.0f, 0}, false, &pool, rng);
     CheckCase({true, true, s, 1.0f, 1.0f, 5}, false, &pool, rng);
     CheckCase({false, true, s, 0.5f, 0.0f, 0}, true, &pool, rng);
+  }
+}
+
+// Decode attention's Q x K^T (B transposed, read in place, up to 4 rows): a score's bits do not
+// depend on how many rows of A or keys of B the call takes with it (a kernel's key groups and
+// tail), so a sequence's scores are the same alone and in a stacked batch of heads.
+TEST_P(SgemmTierTest, TransposedSmallMElementsHaveTheBitsOfOneAlone) {
+  std::mt19937 rng(21);
+  for (int64_t K : {7, 16, 64, 128, 131}) {
+    const int64_t M = 4, N = 13;
+    const std::vector<float> a = Random(M * K, rng), b = Random(N * K, rng);
+    std::vector<float> all(M * N), one(1);
+    for (int64_t m = 1; m <= M; ++m) {
+      Sgemm(false, true, m, N, K, 0.75f, a.data(), K, b.data(), K, 0.0f, all.data(), N, nullptr);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          Sgemm(false, true, 1, 1, K, 0.75f, a.data() + i * K, K, b.data() + j * K, K, 0.0f, one.data(), 1, nullptr);
+          ASSERT_EQ(std::memcmp(&all[i * N + j], one.data(), sizeof(float)), 0)
+              << "row " << i << " of " << m << ", key " << j << " of " << N << ", K " << K;
+        }
+      }
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 // AVX2+FMA micro-kernels: up to 6 rows x 16 columns (two ymm) of C held in registers.
+#include <cmath>
 #include <immintrin.h>
 
 #include "ops/gemm/sgemm_internal.h"
@@ -207,37 +208,61 @@ ONEINFER_AVX2 void sgemm_tile_direct_a_half__avx2(int64_t kc, int64_t kblock, co
 }
 
 // c[r][j] = alpha * dot(a row r, b row j) + beta * c[r][j] for MR rows of a against every row of
-// b (B transposed, read in place: attention's Q x K^T over the key cache).
-template <int MR>
-ONEINFER_AVX2 void sgemm_small_m_tb_rows__avx2(int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                                              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// b (B transposed, read in place: attention's Q x K^T over the key cache). J rows of b at a time,
+// each dot its own FMA chain then one reduction, so a c element's bits do not depend on J or MR;
+// J chains in flight hide the FMA latency a lone dot would wait on.
+template <int MR, int J>
+ONEINFER_AVX2 inline void sgemm_tb_dots__avx2(int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                                              int64_t ldb, float beta, float* c, int64_t ldc) {
   const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLaneMask + 8 - k % 8));
-  for (int64_t j = 0; j < n; ++j) {
-    const float* bj = b + j * ldb;
-    __m256 s[MR];
+  __m256 s[MR][J];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+    for (int u = 0; u < J; ++u) s[r][u] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    __m256 av[MR];
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= k; i += 8) {
-      const __m256 bv = _mm256_loadu_ps(bj + i);
+    for (int r = 0; r < MR; ++r) av[r] = _mm256_loadu_ps(a + r * lda + i);
 #pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + i), bv, s[r]);
+    for (int u = 0; u < J; ++u) {
+      const __m256 bv = _mm256_loadu_ps(b + u * ldb + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r][u] = _mm256_fmadd_ps(av[r], bv, s[r][u]);
     }
-    if (i < k) {
-      const __m256 bv = _mm256_maskload_ps(bj + i, tail);
+  }
+  if (i < k) {
+    __m256 av[MR];
 #pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) s[r] = _mm256_fmadd_ps(_mm256_maskload_ps(a + r * lda + i, tail), bv, s[r]);
+    for (int r = 0; r < MR; ++r) av[r] = _mm256_maskload_ps(a + r * lda + i, tail);
+#pragma GCC unroll 4
+    for (int u = 0; u < J; ++u) {
+      const __m256 bv = _mm256_maskload_ps(b + u * ldb + i, tail);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r][u] = _mm256_fmadd_ps(av[r], bv, s[r][u]);
     }
+  }
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) {
-      __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < J; ++u) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[r][u]), _mm256_extractf128_ps(s[r][u], 1));
       h = _mm_add_ps(h, _mm_movehl_ps(h, h));
       h = _mm_add_ss(h, _mm_movehdup_ps(h));
       const float d = alpha * _mm_cvtss_f32(h);
-      float& out = c[r * ldc + j];
-      out = beta == 0.0f ? d : d + beta * out;
+      float& out = c[r * ldc + u];
+      out = beta == 0.0f ? d : std::fma(beta, out, d);  // one rounding, however the call is inlined
     }
-  }
+}
+
+template <int MR>
+ONEINFER_AVX2 void sgemm_small_m_tb_rows__avx2(int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                                              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  constexpr int kJ = MR <= 2 ? 4 : 2;  // MR x J accumulators, MR rows of a and one of b in 16 ymm
+  int64_t j = 0;
+  for (; j + kJ <= n; j += kJ) sgemm_tb_dots__avx2<MR, kJ>(k, alpha, a, lda, b + j * ldb, ldb, beta, c + j, ldc);
+  for (; j < n; ++j) sgemm_tb_dots__avx2<MR, 1>(k, alpha, a, lda, b + j * ldb, ldb, beta, c + j, ldc);
 }
 
 ONEINFER_AVX2 void sgemm_small_m_tb__avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

@@ -1,6 +1,9 @@
 // AVX-512 micro-kernels: up to 8 rows x 32 columns (two zmm) of C held in registers.
-// GCC 12's _mm512_cvtph_ps passes a self-initialised "undefined" vector: a false warning.
+// GCC 12's _mm512_cvtph_ps and _mm512_reduce_add_ps pass self-initialised "undefined" vectors:
+// false warnings.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <cmath>
 #include <immintrin.h>
 
 #include "ops/gemm/sgemm_internal.h"
@@ -207,34 +210,58 @@ ONEINFER_AVX512 void sgemm_small_m_any__avx512(int64_t m, int64_t n, int64_t k, 
 }
 
 // c[r][j] = alpha * dot(a row r, b row j) + beta * c[r][j] for MR rows of a against every row of
-// b (B transposed, read in place: attention's Q x K^T over the key cache).
+// b (B transposed, read in place: attention's Q x K^T over the key cache). J rows of b at a time,
+// each dot its own FMA chain then one reduction, so a c element's bits do not depend on J or MR;
+// J chains in flight hide the FMA latency a lone 128-wide dot would wait on.
+template <int MR, int J>
+ONEINFER_AVX512 inline void sgemm_tb_dots__avx512(int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                                                  int64_t ldb, float beta, float* c, int64_t ldc) {
+  const __mmask16 tail = static_cast<__mmask16>((1u << (k % 16)) - 1);
+  __m512 s[MR][J];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+    for (int u = 0; u < J; ++u) s[r][u] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m512 av[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) av[r] = _mm512_loadu_ps(a + r * lda + i);
+#pragma GCC unroll 4
+    for (int u = 0; u < J; ++u) {
+      const __m512 bv = _mm512_loadu_ps(b + u * ldb + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r][u] = _mm512_fmadd_ps(av[r], bv, s[r][u]);
+    }
+  }
+  if (i < k) {
+    __m512 av[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) av[r] = _mm512_maskz_loadu_ps(tail, a + r * lda + i);
+#pragma GCC unroll 4
+    for (int u = 0; u < J; ++u) {
+      const __m512 bv = _mm512_maskz_loadu_ps(tail, b + u * ldb + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) s[r][u] = _mm512_fmadd_ps(av[r], bv, s[r][u]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < J; ++u) {
+      const float d = alpha * _mm512_reduce_add_ps(s[r][u]);
+      float& out = c[r * ldc + u];
+      out = beta == 0.0f ? d : std::fma(beta, out, d);  // one rounding, however the call is inlined
+    }
+}
+
 template <int MR>
 ONEINFER_AVX512 void sgemm_small_m_tb_rows__avx512(int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                                                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const __mmask16 tail = static_cast<__mmask16>((1u << (k % 16)) - 1);
-  for (int64_t j = 0; j < n; ++j) {
-    const float* bj = b + j * ldb;
-    __m512 s[MR];
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) s[r] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-      const __m512 bv = _mm512_loadu_ps(bj + i);
-#pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) s[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + i), bv, s[r]);
-    }
-    if (i < k) {
-      const __m512 bv = _mm512_maskz_loadu_ps(tail, bj + i);
-#pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) s[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + r * lda + i), bv, s[r]);
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) {
-      const float d = alpha * _mm512_reduce_add_ps(s[r]);
-      float& out = c[r * ldc + j];
-      out = beta == 0.0f ? d : d + beta * out;
-    }
-  }
+  constexpr int kJ = 4;
+  int64_t j = 0;
+  for (; j + kJ <= n; j += kJ) sgemm_tb_dots__avx512<MR, kJ>(k, alpha, a, lda, b + j * ldb, ldb, beta, c + j, ldc);
+  for (; j < n; ++j) sgemm_tb_dots__avx512<MR, 1>(k, alpha, a, lda, b + j * ldb, ldb, beta, c + j, ldc);
 }
 
 ONEINFER_AVX512 void sgemm_small_m_tb__avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
