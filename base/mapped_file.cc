@@ -74,4 +74,13 @@ void ReleaseMappedPages(const void* p, size_t bytes) {
   }
 }
 
+bool IsMappedMemory(const void* p, size_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (const auto& [base, size] : g_live) {
+    if (begin >= base && begin + bytes <= base + size) return true;
+  }
+  return false;
+}
+
 }  // namespace oneinfer

@@ -38,5 +38,7 @@ class MappedFile {
 // is not inside a live MappedFile.
 void ReleaseMappedPages(const void* p, size_t bytes);
 inline void ReleaseMappedPages(const Tensor& t) { ReleaseMappedPages(t.raw_data(), t.byte_size()); }
+// Whether [p, p + bytes) lies inside a live MappedFile (its pages come from the file).
+bool IsMappedMemory(const void* p, size_t bytes);
 
 }  // namespace oneinfer

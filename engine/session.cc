@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <new>
@@ -110,7 +111,7 @@ auto GuardExceptions(F&& f) -> decltype(f()) {
 // matter. A Gather reads a few rows, but each page fault maps the 64 KB around it (the kernel's
 // fault-around, which MADV_RANDOM does not stop): 8,000 prompt tokens made 500 MB of a 622 MB
 // table resident. The session drops these pages after every run (ReleaseMappedPages).
-std::vector<Tensor> GatherOnlyTables(const Graph& g) {
+std::vector<std::string> GatherOnlyTables(const Graph& g) {
   constexpr size_t kMinBytes = size_t{1} << 20;
   std::map<std::string, bool> gather_only;
   auto use = [&](const std::string& name, bool by_gather) {
@@ -123,10 +124,10 @@ std::vector<Tensor> GatherOnlyTables(const Graph& g) {
     for (const std::string& name : n.implicit_inputs) use(name, false);
   }
   for (const ValueInfo& out : g.outputs) use(out.name, false);
-  std::vector<Tensor> tables;
+  std::vector<std::string> tables;
   for (const auto& [name, only] : gather_only) {
     const Tensor& t = g.initializers.at(name);
-    if (only && t.dtype() != DType::kString && t.byte_size() >= kMinBytes) tables.push_back(t);
+    if (only && t.dtype() != DType::kString && t.byte_size() >= kMinBytes) tables.push_back(name);
   }
   return tables;
 }
@@ -216,10 +217,21 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
 
   s->model_ = std::move(model);
   s->graph_ = std::shared_ptr<const Graph>(s->model_, &s->model_->graph);
+  for (const std::string& name : GatherOnlyTables(g)) {
+    Tensor& t = g.initializers.at(name);
+    if (!IsMappedMemory(t.raw_data(), t.byte_size())) continue;
+    if (options.resident_tables) {  // a copy of its own: anonymous memory the system keeps
+      Tensor copy = Tensor::Empty(t.dtype(), t.shape());
+      std::memcpy(copy.raw_data(), t.raw_data(), t.byte_size());
+      ReleaseMappedPages(t);
+      t = std::move(copy);
+    } else {
+      s->gather_only_tables_.push_back(t);
+    }
+  }
   auto plan = ExecutionPlan::Build(s->graph_, res, {});
   if (!plan.ok()) return plan.status();
   s->plan_ = std::move(*plan);
-  s->gather_only_tables_ = GatherOnlyTables(g);
   s->plan_->set_profile(level == LogLevel::kVerbose || options.profile);
   if (options.prepare_weights) {
     if (absl::Status prepared = s->plan_->PrepareWeights(); !prepared.ok()) return prepared;

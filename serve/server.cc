@@ -185,7 +185,11 @@ absl::Status Server::Load() {
   if (!stops.ok()) return stops.status();
   m.stop_ids = *std::move(stops);
 
-  auto session = Session::Load(m.options.model_path, m.options.session);
+  SessionOptions session_options = m.options.session;
+  // A server runs for days over most of the vocabulary: no step should wait on the disk for an
+  // embedding row whose page the system evicted (SessionOptions::resident_tables).
+  session_options.resident_tables = true;
+  auto session = Session::Load(m.options.model_path, session_options);
   if (!session.ok()) return session.status();
   m.session = std::move(*session);
   BatchOptions bo;

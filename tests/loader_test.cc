@@ -106,6 +106,47 @@ TEST(Loader, ExternalDataIsMappedNotCopied) {
   fs::remove_all(dir);
 }
 
+// An embedding table in external data (a Gather's only input, 1 MB): by default its pages come
+// from the file again after each run; SessionOptions::resident_tables copies it at load. Writing
+// the file under a live private mapping shows which: the mapping sees the new bytes, a copy not.
+TEST(Loader, ResidentTablesAreCopiedAtLoad) {
+  constexpr int64_t kRows = 1024, kCols = 256;
+  fs::path dir = TempDir("ext_table");
+  std::vector<float> table(static_cast<size_t>(kRows * kCols));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);
+  { std::ofstream f(dir / "t.bin", std::ios::binary); f.write(reinterpret_cast<const char*>(table.data()), 4 * kRows * kCols); }
+  onnx::ModelProto m = ExternalModel("t.bin", 0, 4 * kRows * kCols, {kRows, kCols});
+  auto* g = m.mutable_graph();
+  *g->mutable_input(0) = TensorInfo("ids", onnx::TensorProto::INT64, {1});
+  *g->mutable_output(0) = TensorInfo("y", onnx::TensorProto::FLOAT, {1, kCols});
+  *g->mutable_node(0) = MakeNode("Gather", {"w", "ids"}, {"y"}, "embed");
+  WriteModel(m, dir / "m.onnx");
+  SessionOptions mapped, resident;
+  resident.resident_tables = true;
+  auto s_mapped = Session::Load((dir / "m.onnx").string(), mapped);
+  auto s_resident = Session::Load((dir / "m.onnx").string(), resident);
+  ASSERT_TRUE(s_mapped.ok()) << s_mapped.status();
+  ASSERT_TRUE(s_resident.ok()) << s_resident.status();
+  const Tensor row7 = Tensor::FromVector<int64_t>(DType::kInt64, {1}, {7});
+  for (auto* s : {&*s_mapped, &*s_resident}) {
+    auto y = (*s)->Run({{"ids", row7}});
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_EQ((*y)[0].data<float>()[3], 7.0f * kCols + 3);
+  }
+  {
+    std::fstream f(dir / "t.bin", std::ios::binary | std::ios::in | std::ios::out);
+    const std::vector<float> changed(static_cast<size_t>(kCols), -1.0f);
+    f.seekp(4 * 7 * kCols);
+    f.write(reinterpret_cast<const char*>(changed.data()), 4 * kCols);
+  }
+  auto from_file = (*s_mapped)->Run({{"ids", row7}});
+  auto from_copy = (*s_resident)->Run({{"ids", row7}});
+  ASSERT_TRUE(from_file.ok() && from_copy.ok());
+  EXPECT_EQ((*from_file)[0].data<float>()[3], -1.0f);
+  EXPECT_EQ((*from_copy)[0].data<float>()[3], 7.0f * kCols + 3);
+  fs::remove_all(dir);
+}
+
 // Inline weights: converting a proto it may consume frees each initializer's bytes there once the
 // tensor holds its own (a 1 GB file with inline weights peaked at 2.9 GB resident with three
 // copies), and the const form leaves the proto whole.

@@ -59,6 +59,11 @@ struct SessionOptions {
   bool weight_fusion = true;
   // Per-run node timing profile in the log (also on at LogLevel::kVerbose).
   bool profile = false;
+  // Embedding tables (big initializers only Gather reads) mapped from the model's file: false
+  // drops their pages after every run, so a long prompt keeps few of them resident; true copies
+  // them into memory at load and keeps them, so that no run waits on the disk for a row whose
+  // page the system evicted (a long-running server; costs the tables' bytes).
+  bool resident_tables = false;
   NpuOptions npu;
   // The most bytes one intermediate tensor may take; 0 = the machine's physical memory. A node
   // whose output or scratch would be larger fails with ResourceExhausted naming it and the shape.
