@@ -594,7 +594,7 @@ absl::StatusOr<std::vector<std::vector<Value>>> ExecutionPlan::RunLockstep(
     std::vector<Value> last_rows;  // views of the row inputs' last rows, for a narrowed step
     std::vector<const Value*> whole;  // the row inputs they replace
     size_t row_slot = 0;
-    if (narrow[k] && step.kernel->RowwiseInput() >= 0) {
+    if (narrow[k] && step.kernel->RowwiseInput() >= 0 && !step.kernel->RowwiseElementwise()) {
       row_slot = static_cast<size_t>(step.inputs[static_cast<size_t>(step.kernel->RowwiseInput())]);
       for (const auto& p : ptr) whole.push_back(p[row_slot]);
       NarrowToLastRow(step, ptr, last_rows);
@@ -659,43 +659,83 @@ absl::StatusOr<bool> ExecutionPlan::RunStacked(const Step& step, std::vector<std
     return false;
   }
   const size_t rs = static_cast<size_t>(step.inputs[static_cast<size_t>(row_input)]);
-  // The other inputs must be one value shared by every member (a constant weight, scales).
+  const bool elementwise = step.kernel->RowwiseElementwise();
+  // The slots stacked: the row input's and, for an elementwise kernel, every other input that
+  // differs between the members. The rest must be one value shared by every member (a constant
+  // weight, scales; for an elementwise kernel one of rank <= 1, broadcast along the last axis).
+  std::vector<size_t> row_slots = {rs};
   for (size_t i = 0; i < step.inputs.size(); ++i) {
     if (static_cast<int>(i) == row_input || step.inputs[i] < 0) continue;
     const size_t s = static_cast<size_t>(step.inputs[i]);
-    if (s == rs) return false;
-    for (const auto& p : ptr) if (p[s] != ptr[0][s]) return false;
+    bool shared = s != rs;
+    for (const auto& p : ptr) shared = shared && p[s] == ptr[0][s];
+    if (shared) {
+      if (elementwise && (ptr[0][s] == nullptr || !ptr[0][s]->is_tensor() || ptr[0][s]->tensor.rank() > 1)) return false;
+      continue;
+    }
+    if (!elementwise) return false;
+    if (std::find(row_slots.begin(), row_slots.end(), s) == row_slots.end()) row_slots.push_back(s);
   }
   // The members' row inputs: tensors of one dtype and one row width (a bad one is left to the
-  // per-member path, which reports it).
+  // per-member path, which reports it); an elementwise kernel's all of the row input's shape, in
+  // whole cache lines, so that a row's reductions see the alignment they see alone.
   const Value* first = ptr[0][rs];
   if (first == nullptr || !first->is_tensor() || first->tensor.rank() < 1) return false;
   const DType dtype = first->tensor.dtype();
   const int64_t width = first->tensor.dim(-1);
   if (width <= 0 || dtype == DType::kString) return false;
+  const size_t row_bytes = static_cast<size_t>(width) * DTypeSize(dtype);
+  constexpr size_t kLine = 64;
+  if (elementwise && row_bytes % kLine != 0) return false;
   std::vector<int64_t> rows;
   int64_t total = 0;
   for (const auto& p : ptr) {
-    const Value* v = p[rs];
-    if (v == nullptr || !v->is_tensor() || v->tensor.dtype() != dtype || v->tensor.rank() < 1 ||
-        v->tensor.dim(-1) != width) {
-      return false;
+    for (size_t s : row_slots) {
+      const Value* v = p[s];
+      if (v == nullptr || !v->is_tensor() || v->tensor.dtype() != dtype || v->tensor.rank() < 1 ||
+          v->tensor.dim(-1) != width) {
+        return false;
+      }
+      if (elementwise && (v->tensor.shape() != p[rs]->tensor.shape() ||
+                          reinterpret_cast<uintptr_t>(v->tensor.raw_data()) % kLine != 0)) {
+        return false;
+      }
     }
-    rows.push_back(v->tensor.num_elements() / width);
+    rows.push_back(p[rs]->tensor.num_elements() / width);
     total += rows.back();
   }
-  Value stacked = Value::FromTensor(res_.allocator->Allocate(dtype, {total, width}, /*zero=*/false));
-  const size_t row_bytes = static_cast<size_t>(width) * DTypeSize(dtype);
-  char* dst = static_cast<char*>(stacked.tensor.raw_data());
-  for (size_t b = 0; b < ptr.size(); ++b) {
-    std::memcpy(dst, ptr[b][rs]->tensor.raw_data(), static_cast<size_t>(rows[b]) * row_bytes);
-    dst += static_cast<size_t>(rows[b]) * row_bytes;
+  // Each slot's rows as one [total, width] tensor: a view where the members' rows already lie one
+  // after the other in one block (the outputs of a stacked step), else a copy.
+  std::vector<Value> stacked(row_slots.size());
+  for (size_t k = 0; k < row_slots.size(); ++k) {
+    const size_t s = row_slots[k];
+    const Tensor& t0 = ptr[0][s]->tensor;
+    bool contiguous = true;
+    const char* next = static_cast<const char*>(t0.raw_data());
+    for (size_t b = 0; b < ptr.size() && contiguous; ++b) {
+      const Tensor& t = ptr[b][s]->tensor;
+      contiguous = t.raw_data() == next && t.holder() == t0.holder() && t0.holder() != nullptr;
+      next += static_cast<size_t>(rows[b]) * row_bytes;
+    }
+    if (contiguous) {
+      stacked[k] = Value::FromTensor(Tensor::Wrap(dtype, {total, width}, t0.holder(), const_cast<void*>(t0.raw_data())));
+      continue;
+    }
+    stacked[k] = Value::FromTensor(res_.allocator->Allocate(dtype, {total, width}, /*zero=*/false));
+    char* dst = static_cast<char*>(stacked[k].tensor.raw_data());
+    for (size_t b = 0; b < ptr.size(); ++b) {
+      std::memcpy(dst, ptr[b][s]->tensor.raw_data(), static_cast<size_t>(rows[b]) * row_bytes);
+      dst += static_cast<size_t>(rows[b]) * row_bytes;
+    }
   }
   // Member 0's context computes the stacked rows; its releases wait until the rows are split.
-  const Value* own_rows = ptr[0][rs];
-  ptr[0][rs] = &stacked;
+  std::vector<const Value*> own_rows(row_slots.size());
+  for (size_t k = 0; k < row_slots.size(); ++k) {
+    own_rows[k] = ptr[0][row_slots[k]];
+    ptr[0][row_slots[k]] = &stacked[k];
+  }
   absl::Status s = RunStep(step, ptr[0], owned[0], run, {});
-  ptr[0][rs] = own_rows;
+  for (size_t k = 0; k < row_slots.size(); ++k) ptr[0][row_slots[k]] = own_rows[k];
   if (!s.ok()) return s;
   const size_t os = static_cast<size_t>(step.outputs[0]);
   Value out = owned[0][os];

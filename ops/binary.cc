@@ -206,6 +206,17 @@ KernelFn VariadicOp(bool mean, F f, V vec = nullptr) {
   };
 }
 
+// Add, Sub, Mul, Div: opsets 1 and 6 (their own broadcast and axis attributes) as plain kernels;
+// from 7 (numpy broadcasting) elementwise by row, so that a batched decode step adds every run's
+// rows in one call (each element's one IEEE operation is the same wherever it sits).
+void AddArithmetic(KernelRegistry& r, const std::string& op, const KernelFn& fn) {
+  r.Add("", op, 1, 5, MakeFnKernel(fn));
+  r.Add("", op, 6, 6, MakeFnKernel(fn));
+  r.Add("", op, 7, 12, MakeRowwiseFnKernel(fn));
+  r.Add("", op, 13, 13, MakeRowwiseFnKernel(fn));
+  r.Add("", op, 14, kNewestOpset, MakeRowwiseFnKernel(fn));
+}
+
 }  // namespace
 
 void RegisterBinaryOps(KernelRegistry& r) {
@@ -217,10 +228,10 @@ void RegisterBinaryOps(KernelRegistry& r) {
   auto vadd = [](const auto& x, const auto& y) { return x + y; };
   auto vsub = [](const auto& x, const auto& y) { return x - y; };
   auto vmul = [](const auto& x, const auto& y) { return x * y; };
-  AddVersions(r, "Add", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(add, vadd));
-  AddVersions(r, "Sub", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(sub, vsub));
-  AddVersions(r, "Mul", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(mul, vmul));
-  AddVersions(r, "Div", {1, 6, 7, 13, 14}, BinaryOp<NumTypes, false>(
+  AddArithmetic(r, "Add", BinaryOp<NumTypes, false>(add, vadd));
+  AddArithmetic(r, "Sub", BinaryOp<NumTypes, false>(sub, vsub));
+  AddArithmetic(r, "Mul", BinaryOp<NumTypes, false>(mul, vmul));
+  AddArithmetic(r, "Div", BinaryOp<NumTypes, false>(
                                          [](auto x, auto y) {
                                            if constexpr (std::is_integral_v<decltype(x)>) return IntDiv(x, y);
                                            else return x / y;

@@ -285,7 +285,7 @@ absl::Status RMSNormCompute(OpContext& ctx) {
     WidenF16(w.data<uint16_t>(), w32.data(), D);
   }
   const float* pw = half ? w32.data() : w.data<float>();
-  ParallelFor(ctx.thread_pool(), rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
+  ParallelFor(ctx.thread_pool(), rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
     std::vector<float> row(half ? static_cast<size_t>(D) : 0);
     Eigen::Map<const Eigen::ArrayXf> wr(pw, D);
     for (int64_t r = b; r < e; ++r) {
@@ -318,7 +318,9 @@ absl::Status RMSNormCompute(OpContext& ctx) {
 
 void RegisterFusedOps(KernelRegistry& r) {
   using internal_ops::kDomain, internal_ops::kOpset;
-  r.AddFn(kDomain, internal_ops::RMSNorm::kName, kOpset, kOpset, RMSNormCompute);
+  // Each row normalised on its own, its reduction in one order for rows of whole cache lines (the
+  // batched path stacks only those): a batch's decode step normalises every row in one call.
+  r.Add(kDomain, internal_ops::RMSNorm::kName, kOpset, kOpset, MakeRowwiseFnKernel(RMSNormCompute));
   r.AddFn(kDomain, internal_ops::KVCacheAppend::kName, kOpset, kOpset, AppendCompute);
   r.AddFn(kDomain, internal_ops::KVCacheFinish::kName, kOpset, kOpset, FinishCompute);
   r.AddFn(kDomain, internal_ops::SoftmaxAttention::kName, kOpset, kOpset, SoftmaxAttentionCompute);

@@ -93,6 +93,11 @@ class OpKernel {
   // [rows, width] must return [rows, out_width] and give each row the same bits as a call over
   // that run's rows alone: the kernel computes a row the same way whatever the number of rows.
   virtual int RowwiseInput() const { return -1; }
+  // With RowwiseInput() >= 0: an elementwise-by-row kernel (Add, Mul, RMSNorm), whose inputs that
+  // differ between the runs are all row inputs (each run's of the RowwiseInput()'s shape) and whose
+  // shared inputs broadcast along the last axis only (rank <= 1). Each output element must come
+  // from the same arithmetic wherever its row sits among the stacked ones.
+  virtual bool RowwiseElementwise() const { return false; }
 };
 
 // What a kernel factory sees at load time.
@@ -179,6 +184,9 @@ using KernelFactory = std::function<absl::StatusOr<std::unique_ptr<OpKernel>>(co
 // A kernel that is a plain function of its context.
 using KernelFn = std::function<absl::Status(OpContext&)>;
 KernelFactory MakeFnKernel(KernelFn fn);
+// The same, declared elementwise by row (OpKernel::RowwiseElementwise, input 0 the row input): a
+// batched run calls it once over every run's rows.
+KernelFactory MakeRowwiseFnKernel(KernelFn fn);
 
 // Kernel registry keyed by (domain, op_type, opset range). Each ops/ family file registers
 // its kernels from its own Register*Ops function; Global() calls each once.

@@ -9,17 +9,26 @@ namespace oneinfer {
 namespace {
 class FnKernel : public OpKernel {
  public:
-  explicit FnKernel(KernelFn fn) : fn_(std::move(fn)) {}
+  FnKernel(KernelFn fn, bool rowwise) : fn_(std::move(fn)), rowwise_(rowwise) {}
   absl::Status Compute(OpContext& ctx) const override { return fn_(ctx); }
+  int RowwiseInput() const override { return rowwise_ ? 0 : -1; }
+  bool RowwiseElementwise() const override { return rowwise_; }
 
  private:
   KernelFn fn_;
+  bool rowwise_;
 };
 }  // namespace
 
 KernelFactory MakeFnKernel(KernelFn fn) {
   return [fn = std::move(fn)](const KernelInit&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new FnKernel(fn));
+    return std::unique_ptr<OpKernel>(new FnKernel(fn, false));
+  };
+}
+
+KernelFactory MakeRowwiseFnKernel(KernelFn fn) {
+  return [fn = std::move(fn)](const KernelInit&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new FnKernel(fn, true));
   };
 }
 
