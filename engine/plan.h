@@ -48,8 +48,9 @@ class ExecutionPlan : public SubgraphRunner {
     // not wanted comes back as an empty Value.
     std::vector<bool> wanted;
     // One flag per graph output: a flagged output's producer, when it is row-wise
-    // (OpKernel::RowwiseInput) and its row input has size 1 before its last two dimensions, runs
-    // on that input's last row alone (RunOptions::last_row_outputs).
+    // (OpKernel::RowwiseInput, not RowwiseElementwise: its other inputs would keep every row) and
+    // its row input has size 1 before its last two dimensions, runs on that input's last row
+    // alone (RunOptions::last_row_outputs).
     std::vector<bool> last_row;
     // One flag per graph input: the caller hands its storage over, and the one node reading it
     // may update it in place and return it as an output (RunOptions::donated_inputs).
@@ -64,8 +65,9 @@ class ExecutionPlan : public SubgraphRunner {
 
   // Runs several independent input sets (top-level graphs only) in lockstep: each step for every
   // set before the next step. A step whose kernel is row-wise (OpKernel::RowwiseInput) runs once
-  // over the sets' rows stacked, and each set gets its rows of the result; the others run once per
-  // set. Returns each set's outputs as Execute would.
+  // over the sets' rows stacked (for a RowwiseElementwise kernel every input that differs between
+  // the sets), and each set gets its rows of the result; the others run once per set. Returns
+  // each set's outputs as Execute would.
   // counts (optional): how the steps ran (LockstepCounts).
   absl::StatusOr<std::vector<std::vector<Value>>> ExecuteBatch(const std::vector<std::vector<const Value*>>& inputs,
                                                                const RunControl& run = {},
