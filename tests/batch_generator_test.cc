@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "oneinfer/convert.h"
 #include "oneinfer/generator.h"
 #include "oneinfer/session.h"
@@ -174,6 +176,50 @@ TEST(LockstepSideBySide, AlikeMembersRunSideBySideToTheBitsOfSeparateRuns) {
       auto alone = (*s)->Run(sets[i], {"out0"});
       ASSERT_TRUE(alone.ok()) << alone.status();
       EXPECT_TRUE(SameBits((*batch)[i][0], (*alone)[0])) << "set " << i << " of sizes " << sizes[1];
+    }
+  }
+}
+
+// An elementwise row node (Add from opset 7; RMSNorm, Mul, Sub, Div alike) runs once over the
+// members' rows when each member's inputs have one shape and whole cache lines a row; otherwise
+// (an input broadcast along the rows, rows of 60 floats, opset 6's own broadcasting) member by
+// member. Either way each member gets the bits of its run alone.
+TEST(LockstepElementwise, RowNodesStackOnlyWhereEveryRowStandsAlone) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  auto tensor = [&](const Shape& shape) {
+    std::vector<float> x(static_cast<size_t>(NumElements(shape)));
+    for (float& v : x) v = u(rng);
+    return Tensor::FromVector(DType::kFloat32, shape, x);
+  };
+  struct Case {
+    int64_t opset;
+    std::vector<std::pair<Shape, Shape>> members;  // each member's two input shapes
+    int stacked;
+  };
+  const Case cases[] = {
+      {21, {{{1, 3, 64}, {1, 3, 64}}, {{1, 1, 64}, {1, 1, 64}}, {{2, 2, 64}, {2, 2, 64}}}, 1},
+      {21, {{{1, 3, 64}, {1, 1, 64}}, {{1, 1, 64}, {1, 1, 64}}}, 0},  // the first broadcasts along rows
+      {21, {{{1, 3, 60}, {1, 3, 60}}, {{1, 1, 60}, {1, 1, 60}}}, 0},  // 240-byte rows
+      {6, {{{1, 3, 64}, {1, 3, 64}}, {{1, 1, 64}, {1, 1, 64}}}, 0},
+  };
+  for (const Case& c : cases) {
+    auto s = testing::OneNode{.op = "Add", .opset = c.opset, .threads = 2}.Load(
+        std::vector<DType>{DType::kFloat32, DType::kFloat32});
+    ASSERT_TRUE(s.ok()) << s.status();
+    std::vector<std::vector<Feed>> sets;
+    for (const auto& [a, b] : c.members) sets.push_back({{"in0", tensor(a)}, {"in1", tensor(b)}});
+    LockstepCounts counts;
+    auto batch = (*s)->RunBatch(sets, {"out0"}, nullptr, &counts);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    const std::string what = absl::StrCat("opset ", c.opset, ", first shapes ", ShapeToString(c.members[0].first),
+                                          " + ", ShapeToString(c.members[0].second));
+    EXPECT_EQ(counts.stacked, c.stacked) << what;
+    for (size_t i = 0; i < sets.size(); ++i) {
+      auto alone = (*s)->Run(sets[i], {"out0"});
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      EXPECT_EQ((*batch)[i][0].shape(), (*alone)[0].shape()) << what;
+      EXPECT_TRUE(SameBits((*batch)[i][0], (*alone)[0])) << "set " << i << ", " << what;
     }
   }
 }
