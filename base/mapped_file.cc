@@ -20,6 +20,14 @@ namespace {
 std::mutex g_live_mu;
 std::set<std::pair<uintptr_t, size_t>> g_live;
 
+// Whether [begin, begin + bytes) lies inside one live mapping; the caller holds g_live_mu.
+bool InsideLiveMapping(uintptr_t begin, size_t bytes) {
+  for (const auto& [base, size] : g_live) {
+    if (begin >= base && begin + bytes <= base + size) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
@@ -64,23 +72,16 @@ MappedFile::~MappedFile() {
 void ReleaseMappedPages(const void* p, size_t bytes) {
   const auto begin = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(g_live_mu);
-  for (const auto& [base, size] : g_live) {
-    if (begin < base || begin + bytes > base + size) continue;
-    // Whole pages strictly inside the range: neighbours may still be in use.
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + bytes) / page * page;
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-    return;
-  }
+  if (!InsideLiveMapping(begin, bytes)) return;
+  // Whole pages strictly inside the range: neighbours may still be in use.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + bytes) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 bool IsMappedMemory(const void* p, size_t bytes) {
-  const auto begin = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(g_live_mu);
-  for (const auto& [base, size] : g_live) {
-    if (begin >= base && begin + bytes <= base + size) return true;
-  }
-  return false;
+  return InsideLiveMapping(reinterpret_cast<uintptr_t>(p), bytes);
 }
 
 }  // namespace oneinfer

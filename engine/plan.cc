@@ -710,11 +710,11 @@ absl::StatusOr<bool> ExecutionPlan::RunStacked(const Step& step, std::vector<std
   for (size_t k = 0; k < row_slots.size(); ++k) {
     const size_t s = row_slots[k];
     const Tensor& t0 = ptr[0][s]->tensor;
-    bool contiguous = true;
+    bool contiguous = t0.holder() != nullptr;
     const char* next = static_cast<const char*>(t0.raw_data());
     for (size_t b = 0; b < ptr.size() && contiguous; ++b) {
       const Tensor& t = ptr[b][s]->tensor;
-      contiguous = t.raw_data() == next && t.holder() == t0.holder() && t0.holder() != nullptr;
+      contiguous = t.raw_data() == next && t.holder() == t0.holder();
       next += static_cast<size_t>(rows[b]) * row_bytes;
     }
     if (contiguous) {

@@ -1,5 +1,4 @@
 #include <chrono>
-#include <cstring>
 #include <exception>
 #include <map>
 #include <new>
@@ -221,8 +220,7 @@ absl::StatusOr<std::unique_ptr<SessionImpl>> SessionImpl::Create(std::unique_ptr
     Tensor& t = g.initializers.at(name);
     if (!IsMappedMemory(t.raw_data(), t.byte_size())) continue;
     if (options.resident_tables) {  // a copy of its own: anonymous memory the system keeps
-      Tensor copy = Tensor::Empty(t.dtype(), t.shape());
-      std::memcpy(copy.raw_data(), t.raw_data(), t.byte_size());
+      Tensor copy = t.Clone();
       ReleaseMappedPages(t);
       t = std::move(copy);
     } else {

@@ -212,9 +212,7 @@ KernelFn VariadicOp(bool mean, F f, V vec = nullptr) {
 void AddArithmetic(KernelRegistry& r, const std::string& op, const KernelFn& fn) {
   r.Add("", op, 1, 5, MakeFnKernel(fn));
   r.Add("", op, 6, 6, MakeFnKernel(fn));
-  r.Add("", op, 7, 12, MakeRowwiseFnKernel(fn));
-  r.Add("", op, 13, 13, MakeRowwiseFnKernel(fn));
-  r.Add("", op, 14, kNewestOpset, MakeRowwiseFnKernel(fn));
+  AddVersions(r, op, {7, 13, 14}, MakeRowwiseFnKernel(fn));
 }
 
 }  // namespace

@@ -18,19 +18,16 @@ class FnKernel : public OpKernel {
   KernelFn fn_;
   bool rowwise_;
 };
+
+KernelFactory FnKernelFactory(KernelFn fn, bool rowwise) {
+  return [fn = std::move(fn), rowwise](const KernelInit&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new FnKernel(fn, rowwise));
+  };
+}
 }  // namespace
 
-KernelFactory MakeFnKernel(KernelFn fn) {
-  return [fn = std::move(fn)](const KernelInit&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new FnKernel(fn, false));
-  };
-}
-
-KernelFactory MakeRowwiseFnKernel(KernelFn fn) {
-  return [fn = std::move(fn)](const KernelInit&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new FnKernel(fn, true));
-  };
-}
+KernelFactory MakeFnKernel(KernelFn fn) { return FnKernelFactory(std::move(fn), false); }
+KernelFactory MakeRowwiseFnKernel(KernelFn fn) { return FnKernelFactory(std::move(fn), true); }
 
 void AddVersions(KernelRegistry& r, const std::string& op, std::initializer_list<int64_t> since,
                  const KernelFactory& factory, bool non_tensors) {
