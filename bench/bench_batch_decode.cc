@@ -29,6 +29,7 @@ const oneinfer::Session* LoadOnce(std::string* error) {
     } else {
       oneinfer::SessionOptions so;
       so.num_threads = 2;
+      so.resident_tables = true;  // as `oneinfer serve` loads it: no cold embedding pages in a step
       if (std::getenv("ONEINFER_BENCH_PROFILE") != nullptr) {  // per-step node profile in the log
         so.profile = true;
         so.log_level = oneinfer::LogLevel::kVerbose;

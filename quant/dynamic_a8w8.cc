@@ -7,26 +7,36 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/thread_pool.h"
+#include "quant/gemm_s8_internal.h"
 #include "quant/weight_quant.h"
 
 namespace oneinfer {
 namespace {
 
+// max |x[k]|; NaN when any x[k] is NaN (maxps alone would keep or drop a NaN by its lane and
+// position), so that a NaN activation makes its row's outputs NaN, as the float product would.
 float AbsMax(const float* x, int64_t K) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+  __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps(), nan = _mm_setzero_ps();
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
-    m0 = _mm_max_ps(m0, _mm_and_ps(_mm_loadu_ps(x + k), abs_mask));
-    m1 = _mm_max_ps(m1, _mm_and_ps(_mm_loadu_ps(x + k + 4), abs_mask));
+    const __m128 a = _mm_loadu_ps(x + k), b = _mm_loadu_ps(x + k + 4);
+    m0 = _mm_max_ps(m0, _mm_and_ps(a, abs_mask));
+    m1 = _mm_max_ps(m1, _mm_and_ps(b, abs_mask));
+    nan = _mm_or_ps(nan, _mm_cmpunord_ps(a, b));
   }
   alignas(16) float lanes[4];
   _mm_store_ps(lanes, _mm_max_ps(m0, m1));
   float amax = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
-  for (; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
-  return amax;
+  bool any_nan = _mm_movemask_ps(nan) != 0;
+  for (; k < K; ++k) {
+    amax = std::max(amax, std::fabs(x[k]));
+    any_nan = any_nan || std::isnan(x[k]);
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : amax;
 }
 
 // q[k] = QuantizeToS8(x[k], scale), four at a time.
@@ -54,15 +64,20 @@ struct A8W8Scratch {
 
 void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q, int64_t ldq,
                     float* scales) {
+  const gemm_s8_internal::GemmS8Tier& tier = gemm_s8_internal::ActiveGemmS8Tier();
+  const gemm_s8_internal::AbsMaxFn abs_max = tier.abs_max ? tier.abs_max : AbsMax;
+  const gemm_s8_internal::QuantizeRowFn quantize = tier.quantize_row ? tier.quantize_row : QuantizeRow;
   for (int64_t i = 0; i < M; ++i) {
     const float* xr = x + i * ldx;
     int8_t* qr = q + i * ldq;
-    const float scale = AbsMax(xr, K) / kS8Max;
+    const float scale = abs_max(xr, K) / kS8Max;
     scales[i] = scale;
-    if (scale == 0.0f)
-      std::fill(qr, qr + K, int8_t{0});  // all-zero row: no division by zero
+    // An all-zero row: no division by zero. A row with a NaN or an infinity has no int8 form:
+    // its scale (NaN or inf) times the zero sums makes every output of the row NaN.
+    if (scale == 0.0f || !std::isfinite(scale))
+      std::fill(qr, qr + K, int8_t{0});
     else
-      QuantizeRow(xr, K, scale, qr);
+      quantize(xr, K, scale, qr);
   }
 }
 

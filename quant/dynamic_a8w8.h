@@ -20,7 +20,9 @@ namespace oneinfer {
 class ThreadPool;
 
 // Symmetric int8 with scale = amax / 127 and q = round-half-to-even(x / scale) clamped to
-// [-127, 127]; an all-zero group gets scale 0 and q = 0 (no division by zero).
+// [-127, 127]; an all-zero group gets scale 0 and q = 0 (no division by zero). A row with a NaN
+// or an infinity gets q = 0 and scale NaN or inf (its outputs come out NaN); every int8 tier
+// gives the same bits.
 // x: M x K row-major (ldx); q: M x K (ldq); scales: M entries, one per row.
 void QuantizeRowsS8(int64_t M, int64_t K, const float* x, int64_t ldx, int8_t* q, int64_t ldq,
                     float* scales);

@@ -34,15 +34,32 @@ using PanelFn = void (*)(int64_t kq, const void* a, int64_t lda, const int8_t* w
 // (bench_int8 Int8Streamed).
 inline constexpr int64_t kPanelPrefetchBytes = 4096;
 
+// The dynamic A8W8 row helpers (quant/dynamic_a8w8.cc, the GEMM's epilogue) in a tier's ISA.
+// Every element's bits are the same at any vector width: max, IEEE division, the nearest-even
+// conversion and the two rounded products are per element, and a NaN anywhere in the row
+// makes the whole max NaN, whatever lane it falls in.
+using AbsMaxFn = float (*)(const float* x, int64_t K);  // max |x[k]|, or NaN if any x[k] is NaN
+// q[k] = QuantizeToS8(x[k], scale) (quant/weight_quant.h) for a finite scale > 0.
+using QuantizeRowFn = void (*)(const float* x, int64_t K, float scale, int8_t* q);
+// y[n] = (float(c[n]) * row_scale) * col_scales[n].
+using DequantizeRowFn = void (*)(const int32_t* c, int64_t N, float row_scale, const float* col_scales, float* y);
+
 struct GemmS8Tier {
   const char* name;
   int64_t mr;  // rows per panel-kernel call
   AFormat a_format;
   PanelFn panel;
+  // null: the SSE2 baseline ones (gemm_s8.cc, dynamic_a8w8.cc).
+  AbsMaxFn abs_max = nullptr;
+  QuantizeRowFn quantize_row = nullptr;
+  DequantizeRowFn dequantize_row = nullptr;
 };
 
 extern const GemmS8Tier kGemmS8TierReference;
 extern const GemmS8Tier kGemmS8TierAvx2;
 extern const GemmS8Tier kGemmS8TierAvx512Vnni;
+
+// The tier in use (base/kernel_tier.h, KernelFamily::kInt8).
+const GemmS8Tier& ActiveGemmS8Tier();
 
 }  // namespace oneinfer::gemm_s8_internal

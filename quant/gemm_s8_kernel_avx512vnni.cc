@@ -3,10 +3,13 @@
 // -128 * colsum(w), so the result is exact: sum (a + 128) w - 128 sum w = sum a w.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "quant/gemm_s8.h"
 #include "quant/gemm_s8_internal.h"
+#include "quant/weight_quant.h"
 
 namespace oneinfer::gemm_s8_internal {
 namespace {
@@ -124,9 +127,50 @@ void gemm_u8s8_s32_panel__avx512vnni(int64_t kq, const void* a_in, int64_t lda, 
   }
 }
 
+// The dynamic A8W8 row helpers, 16 lanes at a time, the tail under a mask (so no scalar code
+// with other NaN rules): the same bits as the SSE2 ones (see AbsMaxFn).
+ONEINFER_AVX512VNNI float abs_max__avx512(const float* x, int64_t K) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 m = zero;
+  __mmask16 nan = 0;
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 live = K - k >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (K - k)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(live, x + k);
+    m = _mm512_mask_max_ps(m, live, m, _mm512_abs_ps(v));  // masked: GCC 12 warns on the plain one's undefined source
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  if (nan != 0) return std::numeric_limits<float>::quiet_NaN();
+  alignas(64) float lanes[16];  // not _mm512_reduce_max_ps: GCC 12 warns on its undefined halves
+  _mm512_store_ps(lanes, m);
+  return *std::max_element(lanes, lanes + 16);
+}
+
+ONEINFER_AVX512VNNI void quantize_row__avx512(const float* x, int64_t K, float scale, int8_t* q) {
+  const __m512 vs = _mm512_set1_ps(scale), lo = _mm512_set1_ps(-kS8Max), hi = _mm512_set1_ps(kS8Max);
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 live = K - k >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (K - k)) - 1);
+    // The masked-off lanes divide 1 by the scale, which cannot trap or give NaN.
+    const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), live, x + k);
+    const __m512 r = _mm512_maskz_min_ps(live, _mm512_maskz_max_ps(live, _mm512_div_ps(v, vs), lo), hi);
+    _mm_mask_storeu_epi8(q + k, live, _mm512_maskz_cvtsepi32_epi8(live, _mm512_maskz_cvtps_epi32(live, r)));
+  }
+}
+
+ONEINFER_AVX512VNNI void dequantize_row__avx512(const int32_t* c, int64_t N, float row_scale, const float* col_scales,
+                                               float* y) {
+  const __m512 vs = _mm512_set1_ps(row_scale);
+  for (int64_t n = 0; n < N; n += 16) {
+    const __mmask16 live = N - n >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (N - n)) - 1);
+    const __m512 v = _mm512_maskz_cvtepi32_ps(live, _mm512_maskz_loadu_epi32(live, c + n));
+    _mm512_mask_storeu_ps(y + n, live, _mm512_mul_ps(_mm512_mul_ps(v, vs), _mm512_maskz_loadu_ps(live, col_scales + n)));
+  }
+}
+
 }  // namespace
 
-const GemmS8Tier kGemmS8TierAvx512Vnni = {"avx512vnni", 8, AFormat::kU8Shifted,
-                                          gemm_u8s8_s32_panel__avx512vnni};
+const GemmS8Tier kGemmS8TierAvx512Vnni = {"avx512vnni",          8,
+                                          AFormat::kU8Shifted,   gemm_u8s8_s32_panel__avx512vnni,
+                                          abs_max__avx512,       quantize_row__avx512,
+                                          dequantize_row__avx512};
 
 }  // namespace oneinfer::gemm_s8_internal

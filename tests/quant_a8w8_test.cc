@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ TEST(QuantizeRowsS8, ScaleRoundHalfEvenClampAndZeroRow) {
       127.0f, 0.5f,  1.5f,  2.5f, -0.5f, -1.5f, -127.0f, 3.49f, -2.5f, 4.5f,  -3.5f,  //
       0.0f,   -0.0f, 0.0f,  0.0f, 0.0f,  0.0f,  0.0f,    0.0f,  0.0f,  0.0f,  0.0f,   //
       2.54f,  -2.54f, 1.0f, 0.01f, 0.03f, 0.0f, -1.0f,   0.5f,  0.05f, -0.07f, 1.27f};
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kInt8)) {
+  SCOPED_TRACE(tier);
+  ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, tier.c_str()));
   std::vector<int8_t> q(3 * K, 99);
   std::vector<float> s(3, -1.0f);
   QuantizeRowsS8(3, K, x.data(), K, q.data(), K, s.data());
@@ -47,12 +51,17 @@ TEST(QuantizeRowsS8, ScaleRoundHalfEvenClampAndZeroRow) {
   }
   EXPECT_EQ(q[2 * K], 127);
   EXPECT_EQ(q[2 * K + 1], -127);
+  }
+  ResetKernelTier(KernelFamily::kInt8);
 }
 
-// Vector body and scalar tail agree with the definition on many random rows (ldx > K too).
+// Vector body and tail agree with the definition on many random rows (ldx > K too), on every
+// int8 tier (the SSE2 helpers' 4 and 8 lanes, AVX-512's 16 and its masked tail).
 TEST(QuantizeRowsS8, MatchesDefinitionOnRandomRows) {
   std::mt19937 rng(9);
-  for (int64_t K : {1, 3, 4, 7, 8, 9, 33, 1000}) {
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kInt8))
+  for (int64_t K : {1, 3, 4, 7, 8, 9, 15, 16, 17, 33, 1000, 1024}) {
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, tier.c_str()));
     const int64_t M = 5, ldx = K + 2;
     std::vector<float> x = RandomFloats(M * ldx, rng);
     for (float& v : x) v *= 3.0f;
@@ -65,10 +74,71 @@ TEST(QuantizeRowsS8, MatchesDefinitionOnRandomRows) {
       ASSERT_EQ(s[m], amax / 127.0f);
       for (int64_t k = 0; k < K; ++k) {
         const float want = std::clamp(std::nearbyint(x[m * ldx + k] / s[m]), -127.0f, 127.0f);
-        ASSERT_EQ(q[m * K + k], static_cast<int8_t>(want)) << "K=" << K << " " << m << "," << k;
+        ASSERT_EQ(q[m * K + k], static_cast<int8_t>(want)) << tier << " K=" << K << " " << m << "," << k;
       }
     }
   }
+  ResetKernelTier(KernelFamily::kInt8);
+}
+
+// A NaN or an infinity anywhere in a row (first lane, a middle lane, the tail) gives that row a
+// non-finite scale and zero codes on every tier, so all its outputs are NaN, as a float product
+// with a NaN would be, instead of a NaN that one vector width keeps and another drops. The
+// other rows keep the bits they have alone.
+TEST(MatMulA8W8, NonFiniteRowGivesNaNRowOnEveryTier) {
+  constexpr int64_t K = 37, N = 40;
+  std::mt19937 rng(21);
+  const std::vector<float> w = RandomFloats(K * N, rng);
+  const A8W8Weights pw = A8W8Weights::FromFloat(w.data(), K, N);
+  const std::vector<float> clean = RandomFloats(K, rng);
+  for (const std::string& tier : SupportedKernelTiers(KernelFamily::kInt8)) {
+    ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, tier.c_str()));
+    std::vector<float> alone(N);
+    MatMulA8W8(1, clean.data(), pw, alone.data(), nullptr);
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+      for (int64_t at : {int64_t{0}, int64_t{5}, int64_t{17}, K - 1}) {
+        std::vector<float> a(2 * K);
+        std::copy(clean.begin(), clean.end(), a.begin());
+        std::copy(clean.begin(), clean.end(), a.begin() + K);
+        a[K + at] = bad;
+        std::vector<int8_t> q(2 * K, 99);
+        std::vector<float> sa(2);
+        QuantizeRowsS8(2, K, a.data(), K, q.data(), K, sa.data());
+        EXPECT_FALSE(std::isfinite(sa[1])) << tier << " " << bad << " at " << at;
+        EXPECT_EQ(std::vector<int8_t>(q.begin() + K, q.end()), std::vector<int8_t>(K, 0)) << tier;
+        std::vector<float> y(2 * N);
+        MatMulA8W8(2, a.data(), pw, y.data(), nullptr);
+        for (int64_t n = 0; n < N; ++n) {
+          ASSERT_EQ(y[n], alone[n]) << tier << " " << n;
+          ASSERT_TRUE(std::isnan(y[N + n])) << tier << " " << bad << " at " << at << " column " << n;
+        }
+      }
+    }
+  }
+  ResetKernelTier(KernelFamily::kInt8);
+}
+
+// The GEMM's dequantising epilogue and DequantizeRowS32 give the same bits on every tier (the
+// products are per element whatever the width), tails included.
+TEST(DequantizeRowS32, SameBitsOnEveryTier) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> big(-(1 << 24), 1 << 24);
+  for (int64_t N : {1, 3, 15, 16, 17, 40, 1000}) {
+    std::vector<int32_t> c(N);
+    for (int32_t& v : c) v = big(rng);
+    const std::vector<float> cs = RandomFloats(N, rng);
+    std::vector<float> want(N);
+    for (int64_t n = 0; n < N; ++n) want[n] = static_cast<float>(c[n]) * 0.0123f * cs[n];
+    for (const std::string& tier : SupportedKernelTiers(KernelFamily::kInt8)) {
+      ASSERT_TRUE(SetKernelTier(KernelFamily::kInt8, tier.c_str()));
+      std::vector<float> y(N + 1, -7.0f);
+      DequantizeRowS32(c.data(), N, 0.0123f, cs.data(), y.data());
+      EXPECT_EQ(std::vector<float>(y.begin(), y.begin() + N), want) << tier << " N=" << N;
+      EXPECT_EQ(y[N], -7.0f) << tier << ": wrote past N";
+    }
+  }
+  ResetKernelTier(KernelFamily::kInt8);
 }
 
 TEST(A8W8Weights, PerColumnScalesAndNoFloatCopy) {
