@@ -1,5 +1,7 @@
 #include "base/safetensors.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -62,22 +64,51 @@ absl::StatusOr<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       }
       SafetensorsEntry t;
       t.dtype = it.value().at("dtype").get<std::string>();
-      t.shape = it.value().at("shape").get<std::vector<int64_t>>();
-      const auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      // Integers only: nlohmann reads a number past 64 bits as a double, and converting that
+      // to an integer is undefined behaviour (a fuzzer found one), so each element is checked.
+      auto unsigned_ints = [&](const char* field) -> absl::StatusOr<std::vector<uint64_t>> {
+        const json& a = it.value().at(field);
+        if (!a.is_array()) return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "': ", field, " is not an array"));
+        std::vector<uint64_t> v;
+        for (const json& e : a) {
+          if (!e.is_number_unsigned()) {
+            return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "': ", field, " holds ",
+                                                           e.dump(), ", not an integer from 0 to 2^64 - 1"));
+          }
+          v.push_back(e.get<uint64_t>());
+        }
+        return v;
+      };
+      auto dims = unsigned_ints("shape");
+      if (!dims.ok()) return dims.status();
+      // The element count; a zero dimension makes it 0 whatever the others are.
+      const bool empty = std::find(dims->begin(), dims->end(), uint64_t{0}) != dims->end();
+      uint64_t n = empty ? 0 : 1;
+      for (uint64_t d : *dims) {
+        if (d > static_cast<uint64_t>(INT64_MAX) || (!empty && __builtin_mul_overflow(n, d, &n))) {
+          return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "' has a shape whose size passes 2^64"));
+        }
+        t.shape.push_back(static_cast<int64_t>(d));
+      }
+      auto offsets = unsigned_ints("data_offsets");
+      if (!offsets.ok()) return offsets.status();
+      const std::vector<uint64_t>& offs = *offsets;
       if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size) {
         return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(),
                                                        "' has data offsets outside the file (truncated?)"));
       }
       t.data = bytes + data_start + offs[0];
       t.bytes = offs[1] - offs[0];
-      uint64_t n = 1;
-      for (int64_t d : t.shape) {
-        if (d < 0) return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "' has a negative dimension"));
-        n *= static_cast<uint64_t>(d);
-      }
-      if (const size_t es = SafetensorsDTypeSize(t.dtype); es != 0 && t.bytes != n * es) {
-        return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "' holds ", t.bytes,
-                                                       " bytes but ", t.dtype, " ", ShapeText(t.shape), " needs ", n * es));
+      if (const size_t es = SafetensorsDTypeSize(t.dtype); es != 0) {
+        uint64_t need = 0;
+        if (__builtin_mul_overflow(n, es, &need)) {
+          return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "': ", t.dtype, " ",
+                                                         ShapeText(t.shape), " needs more than 2^64 bytes"));
+        }
+        if (t.bytes != need) {
+          return absl::InvalidArgumentError(absl::StrCat("'", path, "': tensor '", it.key(), "' holds ", t.bytes,
+                                                         " bytes but ", t.dtype, " ", ShapeText(t.shape), " needs ", need));
+        }
       }
       f->tensors_[it.key()] = std::move(t);
     } catch (const std::exception& e) {
