@@ -47,6 +47,11 @@ void DequantizeRowSse2(const int32_t* c, int64_t N, float row_scale, const float
   for (; n < N; ++n) y[n] = static_cast<float>(c[n]) * row_scale * col_scales[n];
 }
 
+// The tier's dequantiser, or the SSE2 one.
+gemm_s8_internal::DequantizeRowFn DequantizeFor(const GemmS8Tier& t) {
+  return t.dequantize_row != nullptr ? t.dequantize_row : DequantizeRowSse2;
+}
+
 // ---- A preparation ----
 
 // Per-thread scratch reused across calls so steady-state inference never allocates.
@@ -121,6 +126,7 @@ constexpr int64_t kMaxTileRows = 8;
 void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int64_t p0,
               int64_t p1) {
   const int64_t kq = p.kp / 4;
+  const gemm_s8_internal::DequantizeRowFn dequantize = DequantizeFor(t);
   const int64_t mc_max = std::max(t.mr, kABlockBytes / (p.kp * p.elem) / t.mr * t.mr);
   for (int64_t ic = m0; ic < m1; ic += mc_max) {
     const int64_t ic_end = std::min(m1, ic + mc_max);
@@ -144,7 +150,6 @@ void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int
         // The tile's int32 sums stay in this L1 buffer; only the scaled floats reach memory.
         alignas(64) int32_t tile[kMaxTileRows * P];
         t.panel(kq, a, p.kp, panel, shift, tile, P, mr, nr, next);
-        const gemm_s8_internal::DequantizeRowFn dequantize = t.dequantize_row ? t.dequantize_row : DequantizeRowSse2;
         for (int64_t r = 0; r < mr; ++r)
           dequantize(tile + r * P, nr, p.row_scales[ir + r], p.col_scales + pi * P, p.y + (ir + r) * p.ldy + pi * P);
       }
@@ -286,8 +291,7 @@ void GemmS8S8F32Scaled(int64_t M, const int8_t* a, int64_t lda, const PackedWeig
 }
 
 void DequantizeRowS32(const int32_t* c, int64_t N, float row_scale, const float* col_scales, float* y) {
-  const GemmS8Tier& t = ActiveTier();
-  (t.dequantize_row ? t.dequantize_row : DequantizeRowSse2)(c, N, row_scale, col_scales, y);
+  DequantizeFor(ActiveTier())(c, N, row_scale, col_scales, y);
 }
 
 void gemm_s8s8_s32_reference(int64_t M, int64_t N, int64_t K, const int8_t* a, int64_t lda,

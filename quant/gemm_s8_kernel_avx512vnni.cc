@@ -127,6 +127,11 @@ void gemm_u8s8_s32_panel__avx512vnni(int64_t kq, const void* a_in, int64_t lda, 
   }
 }
 
+// The lanes of a 16-wide step with `left` elements to go.
+ONEINFER_AVX512VNNI inline __mmask16 LiveLanes(int64_t left) {
+  return left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
+}
+
 // The dynamic A8W8 row helpers, 16 lanes at a time, the tail under a mask (so no scalar code
 // with other NaN rules): the same bits as the SSE2 ones (see AbsMaxFn).
 ONEINFER_AVX512VNNI float abs_max__avx512(const float* x, int64_t K) {
@@ -134,7 +139,7 @@ ONEINFER_AVX512VNNI float abs_max__avx512(const float* x, int64_t K) {
   __m512 m = zero;
   __mmask16 nan = 0;
   for (int64_t k = 0; k < K; k += 16) {
-    const __mmask16 live = K - k >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (K - k)) - 1);
+    const __mmask16 live = LiveLanes(K - k);
     const __m512 v = _mm512_maskz_loadu_ps(live, x + k);
     m = _mm512_mask_max_ps(m, live, m, _mm512_abs_ps(v));  // masked: GCC 12 warns on the plain one's undefined source
     nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -148,7 +153,7 @@ ONEINFER_AVX512VNNI float abs_max__avx512(const float* x, int64_t K) {
 ONEINFER_AVX512VNNI void quantize_row__avx512(const float* x, int64_t K, float scale, int8_t* q) {
   const __m512 vs = _mm512_set1_ps(scale), lo = _mm512_set1_ps(-kS8Max), hi = _mm512_set1_ps(kS8Max);
   for (int64_t k = 0; k < K; k += 16) {
-    const __mmask16 live = K - k >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (K - k)) - 1);
+    const __mmask16 live = LiveLanes(K - k);
     // The masked-off lanes divide 1 by the scale, which cannot trap or give NaN.
     const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), live, x + k);
     const __m512 r = _mm512_maskz_min_ps(live, _mm512_maskz_max_ps(live, _mm512_div_ps(v, vs), lo), hi);
@@ -160,7 +165,7 @@ ONEINFER_AVX512VNNI void dequantize_row__avx512(const int32_t* c, int64_t N, flo
                                                float* y) {
   const __m512 vs = _mm512_set1_ps(row_scale);
   for (int64_t n = 0; n < N; n += 16) {
-    const __mmask16 live = N - n >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (N - n)) - 1);
+    const __mmask16 live = LiveLanes(N - n);
     const __m512 v = _mm512_maskz_cvtepi32_ps(live, _mm512_maskz_loadu_epi32(live, c + n));
     _mm512_mask_storeu_ps(y + n, live, _mm512_mul_ps(_mm512_mul_ps(v, vs), _mm512_maskz_loadu_ps(live, col_scales + n)));
   }
