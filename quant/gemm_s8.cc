@@ -135,13 +135,14 @@ void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int
       const int8_t* panel = p.w->data() + pi * p.kp * P;
       const int64_t nr = std::min(P, p.N - pi * P);
       const int32_t* shift = p.shift_col_sums ? p.shift_col_sums + pi * P : nullptr;
-      // The row tiles share the bringing in of this task's next panel.
+      // The first row tiles (the tier says how many) share the bringing in of this task's next panel.
       const int64_t next_bytes = pi + 1 < p1 ? p.kp * P : 0;
       for (int64_t ir = ic, rt = 0; ir < ic_end; ir += t.mr, ++rt) {
         const int64_t mr = std::min(t.mr, ic_end - ir);
         const uint8_t* a = p.a + ir * p.kp * p.elem;
-        const int64_t b0 = next_bytes * rt / row_tiles / 64 * 64;
-        const int64_t b1 = next_bytes * (rt + 1) / row_tiles / 64 * 64;
+        const int64_t sharing = t.next_panel_tiles > 0 ? std::min(row_tiles, t.next_panel_tiles) : row_tiles;
+        const int64_t b0 = rt < sharing ? next_bytes * rt / sharing / 64 * 64 : 0;
+        const int64_t b1 = rt < sharing ? next_bytes * (rt + 1) / sharing / 64 * 64 : 0;
         const gemm_s8_internal::NextPanelSlice next{panel + p.kp * P + b0, b1 - b0};
         if (p.y == nullptr) {
           t.panel(kq, a, p.kp, panel, shift, p.c + ir * p.ldc + pi * P, p.ldc, mr, nr, next);

@@ -53,6 +53,8 @@ struct GemmS8Tier {
   AbsMaxFn abs_max = nullptr;
   QuantizeRowFn quantize_row = nullptr;
   DequantizeRowFn dequantize_row = nullptr;
+  // How many of a panel's row tiles share bringing in the next panel (NextPanelSlice); 0: all.
+  int64_t next_panel_tiles = 0;
 };
 
 extern const GemmS8Tier kGemmS8TierReference;
