@@ -140,7 +140,9 @@ void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int
       for (int64_t ir = ic, rt = 0; ir < ic_end; ir += t.mr, ++rt) {
         const int64_t mr = std::min(t.mr, ic_end - ir);
         const uint8_t* a = p.a + ir * p.kp * p.elem;
-        const int64_t sharing = t.next_panel_tiles > 0 ? std::min(row_tiles, t.next_panel_tiles) : row_tiles;
+        const int64_t sharing = t.next_panel_tiles == 0 ? row_tiles
+                                : row_tiles > 1       ? std::min(row_tiles, t.next_panel_tiles)
+                                                      : 0;
         const int64_t b0 = rt < sharing ? next_bytes * rt / sharing / 64 * 64 : 0;
         const int64_t b1 = rt < sharing ? next_bytes * (rt + 1) / sharing / 64 * 64 : 0;
         const gemm_s8_internal::NextPanelSlice next{panel + p.kp * P + b0, b1 - b0};

@@ -53,7 +53,8 @@ struct GemmS8Tier {
   AbsMaxFn abs_max = nullptr;
   QuantizeRowFn quantize_row = nullptr;
   DequantizeRowFn dequantize_row = nullptr;
-  // How many of a panel's row tiles share bringing in the next panel (NextPanelSlice); 0: all.
+  // How many of a panel's first row tiles share bringing in the next panel (NextPanelSlice) when
+  // there are two or more; 0: every tile, a lone one too.
   int64_t next_panel_tiles = 0;
 };
 

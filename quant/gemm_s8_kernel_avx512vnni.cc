@@ -46,7 +46,7 @@ ONEINFER_AVX512VNNI inline __m512i BroadcastQuad(const uint8_t* p) {
 // next panel into L2 meanwhile: streamed from memory, a 16-row step's first row tile otherwise
 // waits on the weights and its second computes with memory idle (Int8Streamed M = 16, K 1024,
 // N 3072: 152-161 -> 127-135 us; the LM head's N 151936: 8.1 -> 6.9 ms).
-template <int MR>
+template <int MR, bool kBringNext>
 ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const uint8_t* a,
                                                                int64_t lda, const int8_t* w,
                                                                const int32_t* shift_col_sums,
@@ -80,8 +80,10 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
     for (; q + 2 <= kq; q += 2, w += 2 * kQuadBytes) {
       PrefetchQuad(w);
       PrefetchQuad(w + kQuadBytes);
-      BringNextLine(next_start, step, next_pos, next_line);
-      BringNextLine(next_start, step, next_pos, next_line);
+      if constexpr (kBringNext) {
+        BringNextLine(next_start, step, next_pos, next_line);
+        BringNextLine(next_start, step, next_pos, next_line);
+      }
       const __m512i w0 = _mm512_loadu_si512(w);
       const __m512i w1 = _mm512_loadu_si512(w + 64);
       const __m512i w2 = _mm512_loadu_si512(w + 128);
@@ -104,7 +106,7 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
   }
   for (; q < kq; ++q, w += kQuadBytes) {
     PrefetchQuad(w);
-    BringNextLine(next_start, step, next_pos, next_line);
+    if constexpr (kBringNext) BringNextLine(next_start, step, next_pos, next_line);
     const __m512i w0 = _mm512_loadu_si512(w);
     const __m512i w1 = _mm512_loadu_si512(w + 64);
 #pragma GCC unroll 8
@@ -136,15 +138,21 @@ void gemm_u8s8_s32_panel__avx512vnni(int64_t kq, const void* a_in, int64_t lda, 
                                      const int32_t* shift_col_sums, int32_t* c, int64_t ldc,
                                      int64_t mr, int64_t nr, NextPanelSlice next) {
   const uint8_t* a = static_cast<const uint8_t*>(a_in);
+  // Two instantiations per row count: a tile with nothing to bring keeps the plain loop (one
+  // sequence's decode: its tile is alone and memory-bound).
+  const auto tile = [&]<int MR>() {
+    if (next.bytes > 0) return gemm_u8s8_s32_tile__avx512vnni<MR, true>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    return gemm_u8s8_s32_tile__avx512vnni<MR, false>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+  };
   switch (mr) {
-    case 1: return gemm_u8s8_s32_tile__avx512vnni<1>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    case 2: return gemm_u8s8_s32_tile__avx512vnni<2>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    case 3: return gemm_u8s8_s32_tile__avx512vnni<3>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    case 4: return gemm_u8s8_s32_tile__avx512vnni<4>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    case 5: return gemm_u8s8_s32_tile__avx512vnni<5>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    case 6: return gemm_u8s8_s32_tile__avx512vnni<6>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    case 7: return gemm_u8s8_s32_tile__avx512vnni<7>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    default: return gemm_u8s8_s32_tile__avx512vnni<8>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 1: return tile.template operator()<1>();
+    case 2: return tile.template operator()<2>();
+    case 3: return tile.template operator()<3>();
+    case 4: return tile.template operator()<4>();
+    case 5: return tile.template operator()<5>();
+    case 6: return tile.template operator()<6>();
+    case 7: return tile.template operator()<7>();
+    default: return tile.template operator()<8>();
   }
 }
 
@@ -201,7 +209,9 @@ const GemmS8Tier kGemmS8TierAvx512Vnni = {"avx512vnni",          8,
                                           // Two: each of the first two row tiles streams half
                                           // the next panel (16 rows: the whole step's weights
                                           // arrive while both compute); more tiles only spend
-                                          // load slots (256 rows: 3-6 % slower).
+                                          // load slots (256 rows: 3-6 % slower). A lone
+                                          // tile (up to 8 rows) waits on memory anyway, and
+                                          // bringing more made one-sequence decode ~5 % slower.
                                           2};
 
 }  // namespace oneinfer::gemm_s8_internal
