@@ -3,6 +3,8 @@
 // GB/s = weight bytes streamed per call (K*N for int8, 4*K*N for float) / real time.
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <memory>
 #include <random>
@@ -140,6 +142,35 @@ void BM_MatMulA8W8(benchmark::State& state) {
   state.SetLabel(oneinfer::Int8TierName());
 }
 
+// The bound the int8 tiles are held to: one core's vpdpbusd zmm rate on 12 independent chains
+// that never touch memory. G MAC/s = 64 multiply-adds per instruction.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void VpdpbusdLoop(benchmark::State& state) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  __m512i a = _mm512_set1_epi32(0x01010101);
+  const __m512i b = _mm512_set1_epi32(0x02020202);
+  constexpr int64_t kRounds = 1 << 16;
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRounds; ++r) {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+      __asm__ volatile("" : "+v"(a));  // a new a each round: the loop cannot be folded
+    }
+  }
+  for (int i = 0; i < 12; ++i) benchmark::DoNotOptimize(acc[i]);
+  state.counters["G MAC/s"] = benchmark::Counter(64e-9 * 12 * kRounds, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_VpdpbusdPeak(benchmark::State& state) {
+  if (!oneinfer::SetKernelTier(oneinfer::KernelFamily::kInt8, "avx512vnni")) {
+    oneinfer::ResetKernelTier(oneinfer::KernelFamily::kInt8);
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  oneinfer::ResetKernelTier(oneinfer::KernelFamily::kInt8);
+  VpdpbusdLoop(state);
+}
+
 // Qwen3-0.6B projections: (K, N) at decode (M=1), small batch (16) and prefill (128).
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "K", "N", "threads"});
@@ -161,5 +192,6 @@ BENCHMARK(BM_Int8Streamed)->ArgNames({"M", "K", "N", "threads"})
     ->Args({16, 1024, 151936, 2})->Args({256, 1024, 3072, 2})  // Qwen3's LM head; a prefill of 256 rows
     ->UseRealTime();
 BENCHMARK(BM_MatMulA8W8)->Apply(Shapes)->Args({16, 1024, 151936, 2});  // and Qwen3's LM head
+BENCHMARK(BM_VpdpbusdPeak)->UseRealTime();
 
 }  // namespace

@@ -131,18 +131,18 @@ void RunBlock(const GemmS8Tier& t, const Problem& p, int64_t m0, int64_t m1, int
   for (int64_t ic = m0; ic < m1; ic += mc_max) {
     const int64_t ic_end = std::min(m1, ic + mc_max);
     const int64_t row_tiles = (ic_end - ic + t.mr - 1) / t.mr;
+    // The first row tiles (the tier says how many) share the bringing in of the task's next panel.
+    const int64_t sharing = t.next_panel_tiles == 0 ? row_tiles
+                            : row_tiles > 1       ? std::min(row_tiles, t.next_panel_tiles)
+                                                  : 0;
     for (int64_t pi = p0; pi < p1; ++pi) {
       const int8_t* panel = p.w->data() + pi * p.kp * P;
       const int64_t nr = std::min(P, p.N - pi * P);
       const int32_t* shift = p.shift_col_sums ? p.shift_col_sums + pi * P : nullptr;
-      // The first row tiles (the tier says how many) share the bringing in of this task's next panel.
       const int64_t next_bytes = pi + 1 < p1 ? p.kp * P : 0;
       for (int64_t ir = ic, rt = 0; ir < ic_end; ir += t.mr, ++rt) {
         const int64_t mr = std::min(t.mr, ic_end - ir);
         const uint8_t* a = p.a + ir * p.kp * p.elem;
-        const int64_t sharing = t.next_panel_tiles == 0 ? row_tiles
-                                : row_tiles > 1       ? std::min(row_tiles, t.next_panel_tiles)
-                                                      : 0;
         const int64_t b0 = rt < sharing ? next_bytes * rt / sharing / 64 * 64 : 0;
         const int64_t b1 = rt < sharing ? next_bytes * (rt + 1) / sharing / 64 * 64 : 0;
         const gemm_s8_internal::NextPanelSlice next{panel + p.kp * P + b0, b1 - b0};

@@ -19,6 +19,13 @@ struct NextPanelSlice {
   int64_t bytes = 0;
 };
 
+// A tile spreads its slice over its kq k-quads: at k-quad q it asks for line (q * lines / kq),
+// lines = min(kq, bytes / 64), kept in 16.16 fixed point; this is the per-quad step (0: none).
+inline int64_t NextPanelLineStep(int64_t kq, NextPanelSlice next) {
+  const int64_t lines = kq < next.bytes / 64 ? kq : next.bytes / 64;
+  return lines > 0 ? (lines << 16) / kq : 0;
+}
+
 // c[mr x nr] (ldc) = a * one packed weight panel, over kq k-quads (4 k each).
 // a: mr rows of 4 * kq elements (uint8 or int16 per AFormat), row stride lda elements.
 // w: one kGemmS8Panel-wide packed panel (see gemm_s8.h); nr <= 32 columns are written.

@@ -71,10 +71,8 @@ ONEINFER_AVX2 inline void gemm_s16s8_s32_tile8__avx2(int64_t kq, const int16_t* 
   static_assert(MR >= 2 && MR <= 6, "6 rows x 2 chunks fill the 16 ymm registers");
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  // Line (q * lines / kq) of the slice at k-quad q, in 16.16 fixed point; a line already asked
-  // for is asked again, which costs a load slot the tile has to spare.
-  const int64_t lines = std::min(kq, next.bytes / 64);
-  const int64_t step = lines > 0 ? (lines << 16) / kq : 0;
+  // A line already asked for is asked again, which costs a load slot the tile has to spare.
+  const int64_t step = NextPanelLineStep(kq, next);
   const char* const next_start = reinterpret_cast<const char*>(next.start);
   int64_t next_pos = 0;
   for (int64_t q = 0; q < kq; ++q, w += kQuadBytes) {

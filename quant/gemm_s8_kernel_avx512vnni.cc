@@ -52,9 +52,7 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
                                                                const int32_t* shift_col_sums,
                                                                int32_t* c, int64_t ldc,
                                                                int64_t nr, NextPanelSlice next) {
-  // Line (q * lines / kq) of the next panel's slice at k-quad q, in 16.16 fixed point.
-  const int64_t lines = std::min(kq, next.bytes / 64);
-  const int64_t step = lines > 0 ? (lines << 16) / kq : 0;
+  const int64_t step = NextPanelLineStep(kq, next);
   const char* const next_start = reinterpret_cast<const char*>(next.start);
   int64_t next_pos = 0, next_line = -1;
   __m512i init0 = _mm512_setzero_si512(), init1 = _mm512_setzero_si512();
@@ -134,25 +132,28 @@ ONEINFER_AVX512VNNI inline void gemm_u8s8_s32_tile__avx512vnni(int64_t kq, const
   }
 }
 
+// Two instantiations per row count: a tile with nothing to bring keeps the plain loop (one
+// sequence's decode: its tile is alone and memory-bound).
+template <int MR>
+void TileOf(int64_t kq, const uint8_t* a, int64_t lda, const int8_t* w, const int32_t* shift_col_sums, int32_t* c,
+            int64_t ldc, int64_t nr, NextPanelSlice next) {
+  if (next.bytes > 0) return gemm_u8s8_s32_tile__avx512vnni<MR, true>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+  gemm_u8s8_s32_tile__avx512vnni<MR, false>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+}
+
 void gemm_u8s8_s32_panel__avx512vnni(int64_t kq, const void* a_in, int64_t lda, const int8_t* w,
                                      const int32_t* shift_col_sums, int32_t* c, int64_t ldc,
                                      int64_t mr, int64_t nr, NextPanelSlice next) {
   const uint8_t* a = static_cast<const uint8_t*>(a_in);
-  // Two instantiations per row count: a tile with nothing to bring keeps the plain loop (one
-  // sequence's decode: its tile is alone and memory-bound).
-  const auto tile = [&]<int MR>() {
-    if (next.bytes > 0) return gemm_u8s8_s32_tile__avx512vnni<MR, true>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-    return gemm_u8s8_s32_tile__avx512vnni<MR, false>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
-  };
   switch (mr) {
-    case 1: return tile.template operator()<1>();
-    case 2: return tile.template operator()<2>();
-    case 3: return tile.template operator()<3>();
-    case 4: return tile.template operator()<4>();
-    case 5: return tile.template operator()<5>();
-    case 6: return tile.template operator()<6>();
-    case 7: return tile.template operator()<7>();
-    default: return tile.template operator()<8>();
+    case 1: return TileOf<1>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 2: return TileOf<2>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 3: return TileOf<3>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 4: return TileOf<4>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 5: return TileOf<5>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 6: return TileOf<6>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    case 7: return TileOf<7>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
+    default: return TileOf<8>(kq, a, lda, w, shift_col_sums, c, ldc, nr, next);
   }
 }
 

@@ -192,24 +192,22 @@ TEST(Q4NXFile, BadFilesAreClearErrors) {
   // Shapes and offsets that are not integers from 0 to 2^64 - 1: a number past 64 bits (which
   // nlohmann reads as a double; the fuzzer's tests/data/fuzz/safetensors/shape_past_64_bits), a
   // float, a negative one; a product past 2^64; a zero dimension after huge ones is empty.
-  EXPECT_NE(open_err("s1", Container(R"({"w":{"dtype":"I32","shape":[1,155555555555555555555555516],"data_offsets":[0,4]}})", 4))
-                .find("shape holds 1.55"),
-            std::string::npos);
-  EXPECT_NE(open_err("s2", Container(R"({"w":{"dtype":"U8","shape":[2.5],"data_offsets":[0,2]}})", 2))
-                .find("shape holds 2.5, not an integer"),
-            std::string::npos);
-  EXPECT_NE(open_err("s3", Container(R"({"w":{"dtype":"U8","shape":[-2,-2],"data_offsets":[0,4]}})", 4))
-                .find("shape holds -2, not an integer"),
-            std::string::npos);
-  EXPECT_NE(open_err("s4", Container(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0.0,4]}})", 4))
-                .find("data_offsets holds 0.0, not an integer"),
-            std::string::npos);
-  EXPECT_NE(open_err("s5", Container(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", 0))
-                .find("has a shape whose size passes 2^64"),
-            std::string::npos);
-  EXPECT_NE(open_err("s6", Container(R"({"w":{"dtype":"F32","shape":[4611686018427387904,2],"data_offsets":[0,0]}})", 0))
-                .find("needs more than 2^64 bytes"),
-            std::string::npos);
+  struct BadHeader {
+    const char *name, *header;
+    size_t bytes;
+    const char* error;
+  };
+  for (const BadHeader& b : std::initializer_list<BadHeader>{
+           {"s1", R"({"w":{"dtype":"I32","shape":[1,155555555555555555555555516],"data_offsets":[0,4]}})", 4, "shape holds 1.55"},
+           {"s2", R"({"w":{"dtype":"U8","shape":[2.5],"data_offsets":[0,2]}})", 2, "shape holds 2.5, not an integer"},
+           {"s3", R"({"w":{"dtype":"U8","shape":[-2,-2],"data_offsets":[0,4]}})", 4, "shape holds -2, not an integer"},
+           {"s4", R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0.0,4]}})", 4, "data_offsets holds 0.0, not an integer"},
+           {"s5", R"({"w":{"dtype":"U8","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", 0,
+            "has a shape whose size passes 2^64"},
+           {"s6", R"({"w":{"dtype":"F32","shape":[4611686018427387904,2],"data_offsets":[0,0]}})", 0,
+            "needs more than 2^64 bytes"}}) {
+    EXPECT_NE(open_err(b.name, Container(b.header, b.bytes)).find(b.error), std::string::npos) << b.name;
+  }
   EXPECT_EQ(open_err("s7", Container(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", 0)), "ok");
   // Chunk kinds other than q4_1, and a size that is no kind at all.
   EXPECT_NE(find_err("k1", Container(R"({"w":{"dtype":"U8","shape":[1,1,4736],"data_offsets":[0,4736]}})", 4736), 32, 256)
