@@ -9,6 +9,7 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "ops/gemm/sgemm.h"
+#include "ops/op_util.h"
 
 namespace {
 
@@ -141,5 +142,41 @@ BENCHMARK(BM_OneinferSgemmPacked)->Apply(ThreadedShapes);
 BENCHMARK(BM_EigenProduct)->Apply(EigenShapes);
 BENCHMARK(BM_SgemmPackedStreamed)->ArgNames({"M", "K", "N", "threads", "half"})
     ->ArgsProduct({{1, 4}, {1024}, {3072}, {1, 2}, {0, 1}})->Args({1, 1024, 151936, 2, 1})->UseRealTime();
+
+// A batched decode step's attention (the SoftmaxAttention node's products and softmax rows, ops/fused.cc): 16
+// sequences x 28 layers, each 8 KV heads of two query rows (grouped-query) against T cached keys
+// and values of 128, in blocks of 128 positions. What it reads (every K and V once, ~3.7 MB per
+// position a step) comes from memory: compare GB/s with bench_membw. args: T, threads.
+void BM_DecodeAttentionProducts(benchmark::State& state) {
+  constexpr int64_t kCalls = 16 * 28, kHeads = 8, kD = 128, kCap = 128, kRows = 2;
+  const int64_t T = state.range(0);
+  auto pool = MakePool(state.range(1));
+  std::vector<float> kv(static_cast<size_t>(kCalls * kHeads * kCap * kD * 2), 0.01f);
+  std::vector<float> q(static_cast<size_t>(kCalls * kHeads * kRows * kD), 0.02f);
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    oneinfer::ParallelFor(pool.get(), kCalls, 1, [&](int64_t c0, int64_t c1) {
+      std::vector<float> s(static_cast<size_t>(kRows * T));
+      for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t h = 0; h < kHeads; ++h) {
+          const int64_t m = c * kHeads + h;
+          const float* k = kv.data() + m * 2 * kCap * kD;
+          const float* v = k + kCap * kD;
+          oneinfer::Sgemm(false, true, kRows, T, kD, 0.088f, q.data() + m * kRows * kD, kD, k, kD, 0.0f, s.data(), T,
+                          nullptr);
+          for (int64_t r = 0; r < kRows; ++r) oneinfer::SoftmaxRowF32(s.data() + r * T, s.data() + r * T, T);
+          oneinfer::Sgemm(false, false, kRows, kD, T, 1.0f, s.data(), T, v, kD, 0.0f, out.data() + m * kRows * kD, kD,
+                          nullptr);
+        }
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(kCalls * kHeads * T * kD * 2 * 4),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DecodeAttentionProducts)->ArgNames({"T", "threads"})->ArgsProduct({{32, 64, 128}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -159,19 +160,53 @@ TEST_P(SgemmTierTest, OddThreadCountSplitsMAndN) {
 // Decode attention's Q x K^T (B transposed, read in place, up to 4 rows): a score's bits do not
 // depend on how many rows of A or keys of B the call takes with it (a kernel's key groups and
 // tail), so a sequence's scores are the same alone and in a stacked batch of heads.
+// N = 37: groups of 16 dots (16 keys of one row, 8 of two, 4 of four) and the keys left over;
+// K = 64 and 128 are head sizes with kernels of their own.
 TEST_P(SgemmTierTest, TransposedSmallMElementsHaveTheBitsOfOneAlone) {
   std::mt19937 rng(21);
   for (int64_t K : {7, 16, 64, 128, 131}) {
-    const int64_t M = 4, N = 13;
-    const std::vector<float> a = Random(M * K, rng), b = Random(N * K, rng);
-    std::vector<float> all(M * N), one(1);
-    for (int64_t m = 1; m <= M; ++m) {
-      Sgemm(false, true, m, N, K, 0.75f, a.data(), K, b.data(), K, 0.0f, all.data(), N, nullptr);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < N; ++j) {
-          Sgemm(false, true, 1, 1, K, 0.75f, a.data() + i * K, K, b.data() + j * K, K, 0.0f, one.data(), 1, nullptr);
-          ASSERT_EQ(std::memcmp(&all[i * N + j], one.data(), sizeof(float)), 0)
-              << "row " << i << " of " << m << ", key " << j << " of " << N << ", K " << K;
+    for (int64_t N : {13, 37}) {
+      for (float beta : {0.0f, 0.5f}) {
+        const int64_t M = 4;
+        const std::vector<float> a = Random(M * K, rng), b = Random(N * K, rng), c0 = Random(M * N, rng);
+        std::vector<float> all(M * N), one(1);
+        for (int64_t m = 1; m <= M; ++m) {
+          all = c0;
+          Sgemm(false, true, m, N, K, 0.75f, a.data(), K, b.data(), K, beta, all.data(), N, nullptr);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < N; ++j) {
+              one[0] = c0[i * N + j];
+              Sgemm(false, true, 1, 1, K, 0.75f, a.data() + i * K, K, b.data() + j * K, K, beta, one.data(), 1, nullptr);
+              ASSERT_EQ(std::memcmp(&all[i * N + j], one.data(), sizeof(float)), 0)
+                  << "row " << i << " of " << m << ", key " << j << " of " << N << ", K " << K << ", beta " << beta;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Decode attention's P x V (B read in place, up to 4 rows): each row has the bits of that row
+// alone, whether the kernel holds the rows in registers (N up to 128 for one or two rows, 80 for
+// three, 64 for four) or steps through them in memory (wider N).
+TEST_P(SgemmTierTest, SmallMRowsHaveTheBitsOfOneAlone) {
+  std::mt19937 rng(22);
+  for (int64_t K : {1, 7, 64, 131}) {
+    for (int64_t N : {13, 64, 80, 128, 130, 300}) {
+      for (float beta : {0.0f, 0.5f}) {
+        const int64_t M = 4;
+        const std::vector<float> a = Random(M * K, rng), b = Random(K * N, rng), c0 = Random(M * N, rng);
+        std::vector<float> all(M * N), one(N);
+        for (int64_t m = 1; m <= M; ++m) {
+          all = c0;
+          Sgemm(false, false, m, N, K, 0.75f, a.data(), K, b.data(), N, beta, all.data(), N, nullptr);
+          for (int64_t i = 0; i < m; ++i) {
+            std::copy(c0.begin() + i * N, c0.begin() + (i + 1) * N, one.begin());
+            Sgemm(false, false, 1, N, K, 0.75f, a.data() + i * K, K, b.data(), N, beta, one.data(), N, nullptr);
+            ASSERT_EQ(std::memcmp(&all[i * N], one.data(), N * sizeof(float)), 0)
+                << "row " << i << " of " << m << ", N " << N << ", K " << K << ", beta " << beta;
+          }
         }
       }
     }
