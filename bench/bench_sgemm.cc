@@ -143,10 +143,11 @@ BENCHMARK(BM_EigenProduct)->Apply(EigenShapes);
 BENCHMARK(BM_SgemmPackedStreamed)->ArgNames({"M", "K", "N", "threads", "half"})
     ->ArgsProduct({{1, 4}, {1024}, {3072}, {1, 2}, {0, 1}})->Args({1, 1024, 151936, 2, 1})->UseRealTime();
 
-// A batched decode step's attention (the SoftmaxAttention node's products and softmax rows, ops/fused.cc): 16
-// sequences x 28 layers, each 8 KV heads of two query rows (grouped-query) against T cached keys
-// and values of 128, in blocks of 128 positions. What it reads (every K and V once, ~3.7 MB per
-// position a step) comes from memory: compare GB/s with bench_membw. args: T, threads.
+// A batched decode step's attention (the SoftmaxAttention node's products and softmax rows,
+// ops/fused.cc): 16 sequences x 28 layers, each 8 KV heads of two query rows (grouped-query)
+// against T cached keys and values of 128, in blocks of 128 positions. What it reads (every K
+// and V once, ~3.7 MB per position a step) comes from memory: compare GB/s with bench_membw.
+// args: T, threads.
 void BM_DecodeAttentionProducts(benchmark::State& state) {
   constexpr int64_t kCalls = 16 * 28, kHeads = 8, kD = 128, kCap = 128, kRows = 2;
   const int64_t T = state.range(0);
