@@ -52,6 +52,14 @@ struct RMSNorm {
   static constexpr float kDefaultEpsilon = 1e-6f;
 };
 
+// SiLU (silu_fusion.cc -> ops/fused.cc): x * sigmoid(x), times m when given (a gated MLP's
+// silu(gate) * up), float32 with m of x's shape. The sigmoid is SigmoidF32's (ops/op_util.h,
+// the Sigmoid op's), each product rounded as the unfused Mul rounds it.
+struct SiLU {
+  static constexpr char kName[] = "SiLU";
+  enum Input : size_t { kX = 0, kMul };
+};
+
 // KVCacheAppend (kv_cache_fusion.cc -> ops/fused.cc): KVCacheAppend(past, new, buffer?) ->
 // (slot view, buffer?): slot `slot` of the stacked present buffer = past's slot then new along
 // `axis`; the first append (slot 0) allocates the buffer and outputs it, the others take it.

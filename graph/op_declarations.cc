@@ -173,6 +173,7 @@ std::vector<OpSignature> Declarations() {
                  {{io::SoftmaxAttention::kAlpha, T::kFloat}, {io::SoftmaxAttention::kScale, T::kFloat},
                   {io::SoftmaxAttention::kKVRepeat, T::kInt}}));
   d.push_back(Op(in, io::RotateHalf::kName, v, "rrr", "r"));
+  d.push_back(Op(in, io::SiLU::kName, v, "ro", "r"));
   d.push_back(Op(in, io::KVCacheConcat::kName, v, "rr", "r",
                  {{io::KVCacheConcat::kAxis, T::kInt, true}, {io::KVCacheConcat::kGrow, T::kInt}}));
   d.push_back(Op(in, io::FusedConv::kName, v, "rro", "r",

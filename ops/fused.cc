@@ -1,12 +1,15 @@
 // The engine's internal fused nodes (domain oneinfer.internal), made by graph passes and never
 // read from a model file: the stacked KV cache's appends (FuseStackedKVCache), RMSNorm
-// (FuseRMSNorm), SoftmaxAttention (FuseSoftmaxAttention) and RotateHalf (FuseRotateHalf).
+// (FuseRMSNorm), SoftmaxAttention (FuseSoftmaxAttention), RotateHalf (FuseRotateHalf) and SiLU
+// (FuseSiLU).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "ops/kernel.h"
 #include "base/half.h"
 #include "base/thread_pool.h"
@@ -255,6 +258,44 @@ absl::Status RotateHalfCompute(OpContext& ctx) {
   return absl::OkStatus();
 }
 
+// SiLU(x, m?) = x * sigmoid(x) [* m], float32, m of x's shape: SigmoidF32 (the Sigmoid op's)
+// and the products rounded one at a time as the unfused Muls round them, in one pass.
+absl::Status SiLUCompute(OpContext& ctx) {
+  using Op = internal_ops::SiLU;
+  const Tensor& x = ctx.input(Op::kX);
+  const bool gated = ctx.has_input(Op::kMul);
+  const Tensor* m = gated ? &ctx.input(Op::kMul) : nullptr;
+  if (x.dtype() != DType::kFloat32 || (gated && m->dtype() != DType::kFloat32)) {
+    return InvalidArgument(ctx, "SiLU needs float32 x and m, got ", DTypeName(x.dtype()),
+                           gated ? absl::StrCat(" and ", DTypeName(m->dtype())) : std::string());
+  }
+  if (gated && m->shape() != x.shape()) {
+    return InvalidArgument(ctx, "m ", ShapeToString(m->shape()), " is not x's shape ", ShapeToString(x.shape()));
+  }
+  Tensor& y = ctx.AllocateOutputUninitialized(0, DType::kFloat32, x.shape());
+  const float* px = x.data<float>();
+  const float* pm = gated ? m->data<float>() : nullptr;
+  float* py = y.data<float>();
+  // Chunks of 4096: a 16-sequence decode step's 16 x 3072 MLP rows on both threads.
+  ParallelFor(ctx.thread_pool(), x.num_elements(), 4096, [&](int64_t b, int64_t e) {
+    constexpr int64_t kBlock = 256;
+    float s[kBlock];
+    for (int64_t i = b; i < e; i += kBlock) {
+      const int64_t n = std::min(kBlock, e - i);
+      SigmoidF32(px + i, s, n);
+      if (gated) {
+        for (int64_t j = 0; j < n; ++j) {
+          const float a = px[i + j] * s[j];
+          py[i + j] = a * pm[i + j];
+        }
+      } else {
+        for (int64_t j = 0; j < n; ++j) py[i + j] = px[i + j] * s[j];
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 // KVCacheFinish(buffer, slot views...) -> buffer, once every append has written its slot.
 absl::Status FinishCompute(OpContext& ctx) {
   ctx.SetOutput(0, ctx.input(0));
@@ -325,6 +366,8 @@ void RegisterFusedOps(KernelRegistry& r) {
   r.AddFn(kDomain, internal_ops::KVCacheFinish::kName, kOpset, kOpset, FinishCompute);
   r.AddFn(kDomain, internal_ops::SoftmaxAttention::kName, kOpset, kOpset, SoftmaxAttentionCompute);
   r.AddFn(kDomain, internal_ops::RotateHalf::kName, kOpset, kOpset, RotateHalfCompute);
+  // Elementwise: a batch's decode step takes every sequence's MLP rows in one call.
+  r.Add(kDomain, internal_ops::SiLU::kName, kOpset, kOpset, MakeRowwiseFnKernel(SiLUCompute));
 }
 
 }  // namespace oneinfer

@@ -94,6 +94,13 @@ std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
 // (ops/reduction.cc): fused kernels that end in a softmax share its arithmetic.
 void SoftmaxRowF32(const float* x, float* y, int64_t n);
 
+// y = sigmoid(x) over n contiguous float32 values, as the Sigmoid op computes it (ops/unary.cc):
+// every element by Eigen's packet logistic, wherever it sits. Eigen's scalar logistic, which an
+// unaligned or odd-length array gets at its ends, rounds differently below about -9, so an
+// element's bits would follow its address (a row alone and in a stacked batch, or a fused
+// kernel's block and the op's tensor). y may be x.
+void SigmoidF32(const float* x, float* y, int64_t n);
+
 // Copies n elements of src (from element soff) into dst (from element doff); strings too.
 void CopyElems(Tensor& dst, int64_t doff, const Tensor& src, int64_t soff, int64_t n);
 // Product of s[from, to), clamped to the rank.

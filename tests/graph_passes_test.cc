@@ -479,7 +479,115 @@ TEST(RotaryFusion, RotateHalfRunsAsOneNodeToTheUnfusedValuesBitForBit) {
   }
 }
 
-// The two fused kernels as a file may also spell them: inputs they cannot compute are an error
+// SiLU as torch exports it, then the gated MLP's product: y = Mul(Mul(x, Sigmoid(x)), m), x [2, 40]
+// (40: not a whole number of 16-wide packets). `swapped`: both Muls' operands in the other
+// order; `m_shape`: m's shape ([40] broadcasts: the gated Mul stays); `exposed`: an intermediate
+// also made a graph output.
+onnx::ModelProto SiLUModel(bool swapped, const std::vector<int64_t>& m_shape, const std::string& exposed) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  *g->add_input() = testing::TensorInfo("x", onnx::TensorProto::FLOAT, {2, 40});
+  *g->add_input() = testing::TensorInfo("m", onnx::TensorProto::FLOAT, m_shape);
+  *g->add_node() = testing::MakeNode("Sigmoid", {"x"}, {"s"});
+  *g->add_node() = testing::MakeNode("Mul", swapped ? std::vector<std::string>{"s", "x"} : std::vector<std::string>{"x", "s"}, {"a"});
+  *g->add_node() = testing::MakeNode("Mul", swapped ? std::vector<std::string>{"m", "a"} : std::vector<std::string>{"a", "m"}, {"y"});
+  *g->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {2, 40});
+  if (!exposed.empty()) *g->add_output() = testing::TensorInfo(exposed, onnx::TensorProto::FLOAT, {2, 40});
+  return m;
+}
+
+TEST(SiLUFusion, SiLUAndItsGatedProductRunAsOneNodeToTheUnfusedValuesBitForBit) {
+  // Wide values: below about -9 Eigen's scalar and packet logistics round differently, and 40
+  // leaves a tail that an unaligned or scalar path would take.
+  std::vector<float> x(2 * 40), mv(2 * 40);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = 30.0f * std::sin(0.83f * static_cast<float>(i)) - 6.0f;
+    mv[i] = 1.5f * std::cos(0.29f * static_cast<float>(i)) + 0.2f;
+  }
+  x[7] = std::numeric_limits<float>::infinity();
+  x[8] = -std::numeric_limits<float>::infinity();
+  x[79] = -88.5f;
+  struct Case {
+    bool swapped;
+    std::vector<int64_t> m_shape;
+    int fused;  // SiLU nodes; the gated product joins when m has x's shape
+    bool gated;
+  };
+  for (const Case& c : {Case{false, {2, 40}, 1, true}, Case{true, {2, 40}, 1, true}, Case{false, {40}, 1, false}}) {
+    SCOPED_TRACE(::testing::Message() << "swapped " << c.swapped << ", m rank " << c.m_shape.size());
+    std::vector<float> m_fed(mv.begin(), mv.begin() + NumElements(Shape(c.m_shape.begin(), c.m_shape.end())));
+    const std::vector<Feed> feeds = {{"x", Tensor::FromVector(DType::kFloat32, {2, 40}, x)},
+                                     {"m", Tensor::FromVector(DType::kFloat32, Shape(c.m_shape.begin(), c.m_shape.end()), m_fed)}};
+    int fused = 0, unfused = 0;
+    const std::vector<uint32_t> want = FusedRunBits(SiLUModel(c.swapped, c.m_shape, "s"), "silu_fusion", feeds, OneThread(), &unfused);
+    const std::vector<uint32_t> got = FusedRunBits(SiLUModel(c.swapped, c.m_shape, ""), "silu_fusion", feeds, OneThread(), &fused);
+    EXPECT_EQ(unfused, 0);
+    EXPECT_EQ(fused, c.fused);
+    ASSERT_EQ(want.size(), x.size());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i << ": x " << x[i];
+    // The rewrite: one SiLU node, with m as its second input when the product joined it.
+    auto model = Load(SiLUModel(c.swapped, c.m_shape, ""));
+    ASSERT_TRUE(RunSessionPasses(model->graph, PassContext{}).ok());
+    int silu = 0, muls = 0, sigmoids = 0;
+    for (const Node& n : model->graph.nodes) {
+      if (n.op_type == internal_ops::SiLU::kName) {
+        ++silu;
+        EXPECT_EQ(n.inputs.size(), c.gated ? 2u : 1u);
+      }
+      muls += n.op_type == "Mul";
+      sigmoids += n.op_type == "Sigmoid";
+    }
+    EXPECT_EQ(silu, 1);
+    EXPECT_EQ(muls, c.gated ? 0 : 1);
+    EXPECT_EQ(sigmoids, 0);
+  }
+  // The SiLU read outside the chain: Sigmoid and Mul fuse, the product stays a Mul.
+  int fused = 0;
+  FusedRunBits(SiLUModel(false, {2, 40}, "a"), "silu_fusion",
+               {{"x", Tensor::FromVector(DType::kFloat32, {2, 40}, x)}, {"m", Tensor::FromVector(DType::kFloat32, {2, 40}, mv)}},
+               OneThread(), &fused);
+  EXPECT_EQ(fused, 1);
+}
+
+// The Sigmoid op gives an element the same bits wherever it sits: in a tensor's odd tail, where a
+// thread's chunk starts, or alone. Below about -9 Eigen's scalar logistic (what an array's
+// unaligned head and odd tail get) and its packet one round differently about a third of the time.
+TEST(SiLUFusion, SigmoidOfAnElementDoesNotDependOnItsPlace) {
+  auto run = [](const std::vector<float>& v) {
+    onnx::ModelProto m = testing::MakeModel();
+    const int64_t n = static_cast<int64_t>(v.size());
+    *m.mutable_graph()->add_input() = testing::TensorInfo("x", onnx::TensorProto::FLOAT, {n});
+    *m.mutable_graph()->add_node() = testing::MakeNode("Sigmoid", {"x"}, {"y"});
+    *m.mutable_graph()->add_output() = testing::TensorInfo("y", onnx::TensorProto::FLOAT, {n});
+    const std::string bytes = m.SerializeAsString();
+    SessionOptions two;
+    two.num_threads = 2;
+    auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), two);
+    EXPECT_TRUE(s.ok()) << s.status();
+    auto y = (*s)->Run({{"x", Tensor::FromVector(DType::kFloat32, {n}, v)}}, {"y"});
+    EXPECT_TRUE(y.ok()) << y.status();
+    std::vector<uint32_t> bits;
+    for (int64_t i = 0; i < n; ++i) bits.push_back(std::bit_cast<uint32_t>((*y)[0].data<float>()[i]));
+    return bits;
+  };
+  // 2 * 65536 + 37 values in [-40, -10]: two threads' chunks and a tail.
+  std::vector<float> x(2 * 65536 + 37);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -40.0f + 30.0f * static_cast<float>(i % 997) / 997.0f;
+  const std::vector<uint32_t> all = run(x);
+  for (size_t shift : {1, 3}) {  // every element one or three places on
+    std::vector<float> moved(shift, 0.0f);
+    moved.insert(moved.end(), x.begin(), x.end());
+    const std::vector<uint32_t> got = run(moved);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i + shift], all[i]) << "element " << i << " moved " << shift << ", x " << x[i];
+  }
+  for (size_t i = 0; i < 24; ++i) {  // alone
+    const size_t at = i * (x.size() - 1) / 23;
+    EXPECT_EQ(run({x[at]})[0], all[at]) << "element " << at << ", x " << x[at];
+  }
+}
+
+// The fused kernels as a file may also spell them: inputs they cannot compute are an error
 // naming the node, never a crash.
 TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
   auto run = [](const std::string& op, const std::vector<std::pair<std::string, Tensor>>& feeds,
@@ -529,6 +637,8 @@ TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
       {"RotateHalf", {{"t", f32({2, 7})}, {"c", f32({2, 7})}, {"s", f32({2, 7})}}, "even last axis"},
       {"RotateHalf", {{"t", f32({2, 8})}, {"c", f32({3, 8})}, {"s", f32({2, 8})}}, "do not broadcast"},
       {"RotateHalf", {{"t", Tensor::Empty(DType::kInt32, {2, 8})}, {"c", f32({2, 8})}, {"s", f32({2, 8})}}, "float32"},
+      {"SiLU", {{"x", Tensor::Empty(DType::kInt32, {2, 8})}}, "float32"},
+      {"SiLU", {{"x", f32({2, 8})}, {"m", f32({2, 4})}}, "is not x's shape"},
       {"SoftmaxAttention", {{"q", f32({1, 2, 3, 4})}, {"k", f32({1, 2, 5, 6})}, {"v", f32({1, 2, 5, 4})}}, "do not make q k^T v"},
       {"SoftmaxAttention", {{"q", f32({4})}, {"k", f32({5, 4})}, {"v", f32({5, 4})}}, "rank 2 or more"},
       {"SoftmaxAttention", {{"q", f32({2, 3, 4})}, {"k", f32({3, 5, 4})}, {"v", f32({3, 5, 4})}}, "do not broadcast"},
@@ -582,7 +692,7 @@ onnx::ModelProto StackedKVModel() {
 
 TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
   for (const onnx::ModelProto& m : {StackedKVModel(), RMSNormModel(false), RMSNormModel(true), AttentionModel("", true, false, true),
-                                    RotaryModel("", false)}) {
+                                    RotaryModel("", false), SiLUModel(false, {2, 40}, "")}) {
     auto model = Load(m);
     ASSERT_NE(model, nullptr);
     PassReport report;
@@ -591,7 +701,7 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
     ctx.check_uses = true;
     ctx.report = &report;
     ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-    EXPECT_EQ(report.counts.size(), 14u);  // every pass ran (dead_node_elimination twice, one entry)
+    EXPECT_EQ(report.counts.size(), 15u);  // every pass ran (dead_node_elimination twice, one entry)
   }
   auto model = Load(StackedKVModel());
   PassReport report;

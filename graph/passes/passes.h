@@ -13,6 +13,7 @@
 //   shape_inference          element types and shapes of every node output
 //   rms_norm_fusion          the RMSNorm chain (divide or rsqrt form, float16 casts) -> RMSNorm
 //   rotary_fusion            t * cos + Concat(-t[D/2:], t[:D/2]) * sin -> RotateHalf
+//   silu_fusion              Mul(x, Sigmoid(x)) [-> Mul(., m)] -> SiLU
 //   transpose_matmul_fusion  Transpose(last two axes) -> MatMul -> FusedMatMul
 //   attention_fusion         FusedMatMul(q, k^T) -> [Mul scale] -> [Add mask] -> Softmax -> MatMul(v) -> SoftmaxAttention
 //   kv_cache_in_place        stacked KV appends whose slots only SoftmaxAttention reads may grow in place
@@ -83,6 +84,11 @@ int FuseTransposeIntoMatMul(Graph& g, UseDefIndex& uses);
 // Add(Mul(t, cos), Mul(Concat(Neg(Slice(t, D/2, D)), Slice(t, 0, D/2)), sin)) over the last
 // axis, float32 with D known, -> one internal RotateHalf node (rotary_fusion.cc); returns the count.
 int FuseRotateHalf(Graph& g, UseDefIndex& uses);
+
+// Mul(x, Sigmoid(x)), either order, and the Mul by m of x's shape that may follow it, float32
+// with every intermediate read by the chain alone, -> one internal SiLU node (silu_fusion.cc);
+// returns the count.
+int FuseSiLU(Graph& g, UseDefIndex& uses);
 
 // FusedMatMul(q, k, transB=1) -> [Mul(scalar)] -> [Add(mask)] -> Softmax(last axis) -> MatMul(., v),
 // float32 with every intermediate read by the chain alone, -> one internal SoftmaxAttention node
@@ -162,5 +168,6 @@ std::unique_ptr<GraphPass> MakeShapeInferencePass();
 std::unique_ptr<GraphPass> MakeTransposeMatMulFusionPass();  // after shape inference: needs float32 types
 std::unique_ptr<GraphPass> MakeSoftmaxAttentionFusionPass();  // after transpose_matmul_fusion: reads its FusedMatMul
 std::unique_ptr<GraphPass> MakeRotaryFusionPass();  // after shape inference: needs D and float32
+std::unique_ptr<GraphPass> MakeSiLUFusionPass();    // after shape inference: float32 and m's shape
 
 }  // namespace oneinfer

@@ -23,6 +23,7 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     // These read the element types shape inference found.
     p->push_back(MakeRMSNormFusionPass());
     p->push_back(MakeRotaryFusionPass());
+    p->push_back(MakeSiLUFusionPass());
     p->push_back(MakeTransposeMatMulFusionPass());
     p->push_back(MakeSoftmaxAttentionFusionPass());
     p->push_back(MakeKVCacheInPlacePass());
