@@ -142,6 +142,49 @@ void BM_MatMulA8W8(benchmark::State& state) {
   state.SetLabel(oneinfer::Int8TierName());
 }
 
+// A decoder layer's projections that read one A, from memory as at decode: q, k and v (N 2048,
+// 1024, 1024) or gate and up (3072, 3072) at K 1024, as separate MatMulA8W8 calls (grouped 0)
+// or one MatMulA8W8Group (grouped 1). Cycles through >= 256 MB of weight sets so none is
+// cached. Args: M, set (0 qkv, 1 gate/up), grouped, threads.
+void BM_A8W8Projections(benchmark::State& state) {
+  const int64_t M = state.range(0), K = 1024, threads = state.range(3);
+  const bool grouped = state.range(2) != 0;
+  const std::vector<int64_t> widths = state.range(1) == 0 ? std::vector<int64_t>{2048, 1024, 1024}
+                                                          : std::vector<int64_t>{3072, 3072};
+  int64_t n_total = 0;
+  for (int64_t n : widths) n_total += n;
+  std::mt19937 rng(42);
+  const std::vector<float> a = RandomFloats(M * K, rng);
+  std::vector<std::vector<float>> w;
+  for (int64_t n : widths) w.push_back(RandomFloats(K * n, rng));
+  const int64_t copies = std::max<int64_t>(2, (int64_t{256} << 20) / (K * n_total));
+  std::vector<std::vector<oneinfer::A8W8Weights>> sets(copies);
+  for (auto& set : sets) {
+    for (size_t i = 0; i < widths.size(); ++i) set.push_back(oneinfer::A8W8Weights::FromFloat(w[i].data(), K, widths[i]));
+  }
+  std::vector<std::vector<float>> y;
+  std::vector<float*> y_ptr;
+  for (int64_t n : widths) y.emplace_back(M * n);
+  for (auto& v : y) y_ptr.push_back(v.data());
+  auto pool = MakePool(threads);
+  size_t next = 0;
+  for (auto _ : state) {
+    const std::vector<oneinfer::A8W8Weights>& set = sets[next];
+    if (grouped) {
+      std::vector<const oneinfer::A8W8Weights*> ws;
+      for (const auto& x : set) ws.push_back(&x);
+      oneinfer::MatMulA8W8Group(M, a.data(), ws, y_ptr, pool.get());
+    } else {
+      for (size_t i = 0; i < set.size(); ++i) oneinfer::MatMulA8W8(M, a.data(), set[i], y_ptr[i], pool.get());
+    }
+    next = (next + 1) % sets.size();
+    benchmark::DoNotOptimize(y_ptr.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(1e-9 * K * n_total, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(oneinfer::Int8TierName());
+}
+
 // The bound the int8 tiles are held to: one core's vpdpbusd zmm rate on 12 independent chains
 // that never touch memory. G MAC/s = 64 multiply-adds per instruction.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void VpdpbusdLoop(benchmark::State& state) {
@@ -192,6 +235,8 @@ BENCHMARK(BM_Int8Streamed)->ArgNames({"M", "K", "N", "threads"})
     ->Args({16, 1024, 151936, 2})->Args({256, 1024, 3072, 2})  // Qwen3's LM head; a prefill of 256 rows
     ->UseRealTime();
 BENCHMARK(BM_MatMulA8W8)->Apply(Shapes)->Args({16, 1024, 151936, 2});  // and Qwen3's LM head
+BENCHMARK(BM_A8W8Projections)->ArgNames({"M", "set", "grouped", "threads"})
+    ->ArgsProduct({{1, 16}, {0, 1}, {0, 1}, {2}})->UseRealTime();
 BENCHMARK(BM_VpdpbusdPeak)->UseRealTime();
 
 }  // namespace

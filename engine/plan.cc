@@ -654,8 +654,9 @@ absl::StatusOr<bool> ExecutionPlan::RunStacked(const Step& step, std::vector<std
                                                std::vector<std::vector<Value>>& owned, const RunControl& run,
                                                const std::vector<int>& release) const {
   const int row_input = step.kernel->RowwiseInput();
-  if (step.outputs.size() != 1 || step.outputs[0] < 0 || static_cast<size_t>(row_input) >= step.inputs.size() ||
-      step.inputs[static_cast<size_t>(row_input)] < 0 || !step.implicit_inputs.empty()) {
+  if (step.outputs.empty() || std::find(step.outputs.begin(), step.outputs.end(), -1) != step.outputs.end() ||
+      static_cast<size_t>(row_input) >= step.inputs.size() || step.inputs[static_cast<size_t>(row_input)] < 0 ||
+      !step.implicit_inputs.empty()) {
     return false;
   }
   const size_t rs = static_cast<size_t>(step.inputs[static_cast<size_t>(row_input)]);
@@ -737,25 +738,27 @@ absl::StatusOr<bool> ExecutionPlan::RunStacked(const Step& step, std::vector<std
   absl::Status s = RunStep(step, ptr[0], owned[0], run, {});
   for (size_t k = 0; k < row_slots.size(); ++k) ptr[0][row_slots[k]] = own_rows[k];
   if (!s.ok()) return s;
-  const size_t os = static_cast<size_t>(step.outputs[0]);
-  Value out = owned[0][os];
-  if (!out.is_tensor() || out.tensor.rank() != 2 || out.tensor.dim(0) != total) {
-    return absl::InternalError(absl::StrCat(step.node->Describe(), ": a row-wise kernel gave ",
-                                            out.is_tensor() ? ShapeToString(out.tensor.shape()) : "a non-tensor",
-                                            " for ", total, " stacked rows"));
+  // Each member's outputs are its rows of each result (views sharing their storage).
+  for (int o : step.outputs) {
+    const size_t os = static_cast<size_t>(o);
+    Value out = owned[0][os];
+    if (!out.is_tensor() || out.tensor.rank() != 2 || out.tensor.dim(0) != total) {
+      return absl::InternalError(absl::StrCat(step.node->Describe(), ": a row-wise kernel gave ",
+                                              out.is_tensor() ? ShapeToString(out.tensor.shape()) : "a non-tensor",
+                                              " for ", total, " stacked rows"));
+    }
+    const int64_t out_width = out.tensor.dim(1);
+    const size_t out_row_bytes = static_cast<size_t>(out_width) * DTypeSize(out.tensor.dtype());
+    char* src = static_cast<char*>(out.tensor.raw_data());
+    for (size_t b = 0; b < ptr.size(); ++b) {
+      Shape shape = ptr[b][rs]->tensor.shape();
+      shape.back() = out_width;
+      owned[b][os] = Value::FromTensor(Tensor::Wrap(out.tensor.dtype(), std::move(shape), out.tensor.holder(), src));
+      ptr[b][os] = &owned[b][os];
+      src += static_cast<size_t>(rows[b]) * out_row_bytes;
+    }
   }
-  // Each member's output is its rows of the one result (a view sharing its storage).
-  const int64_t out_width = out.tensor.dim(1);
-  const size_t out_row_bytes = static_cast<size_t>(out_width) * DTypeSize(out.tensor.dtype());
-  char* src = static_cast<char*>(out.tensor.raw_data());
-  for (size_t b = 0; b < ptr.size(); ++b) {
-    Shape shape = ptr[b][rs]->tensor.shape();
-    shape.back() = out_width;
-    owned[b][os] = Value::FromTensor(Tensor::Wrap(out.tensor.dtype(), std::move(shape), out.tensor.holder(), src));
-    ptr[b][os] = &owned[b][os];
-    src += static_cast<size_t>(rows[b]) * out_row_bytes;
-    Release(release, ptr[b], owned[b]);
-  }
+  for (size_t b = 0; b < ptr.size(); ++b) Release(release, ptr[b], owned[b]);
   return true;
 }
 

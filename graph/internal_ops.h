@@ -31,6 +31,14 @@ struct WeightDequantMatMul {
   static constexpr char kBlockSize[] = "block_size";  // int: blocks along K (4-bit), else 0
 };
 
+// MatMulGroup (matmul_group_fusion.cc -> ops/matmul.cc): MatMuls that read one A, each with a
+// constant [K, N_i] weight of one K and type (a layer's q, k and v projections, an MLP's gate and
+// up): MatMulGroup(A, W_1, ..., W_n) -> Y_1, ..., Y_n, Y_i = A x W_i as its MatMul computes it.
+struct MatMulGroup {
+  static constexpr char kName[] = "MatMulGroup";
+  enum Input : size_t { kA = 0, kFirstWeight };
+};
+
 // MatMulQ4NX (external_weight_binding.cc -> ops/matmul_q4nx.cc): A times a weight bound from a
 // Q4NX file, W its q4_1 chunks as a uint8 initializer.
 struct MatMulQ4NX {

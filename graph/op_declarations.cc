@@ -162,6 +162,7 @@ std::vector<OpSignature> Declarations() {
                  {{io::QdqMatMul::kOut, T::kString}, {io::QdqMatMul::kYAxis, T::kInt}}));
   d.push_back(Op(in, io::WeightDequantMatMul::kName, v, "rrro", "r",
                  {{io::WeightDequantMatMul::kAxis, T::kInt}, {io::WeightDequantMatMul::kBlockSize, T::kInt}}));
+  d.push_back(Op(in, io::MatMulGroup::kName, v, "rv", "v"));
   d.push_back(Op(in, io::MatMulQ4NX::kName, v, "rr", "r",
                  {{io::MatMulQ4NX::kK, T::kInt, true}, {io::MatMulQ4NX::kN, T::kInt, true}}));
   d.push_back(Op(in, io::RMSNorm::kName, v, "rr", "r", {{io::RMSNorm::kEpsilon, T::kFloat}, {io::RMSNorm::kReciprocal, T::kInt}}));

@@ -88,10 +88,11 @@ class OpKernel {
   // implementations guard the work with their own once-flag.
   virtual absl::Status PrepareWeights(ThreadPool* /*pool*/) const { return absl::OkStatus(); }
   // Continuous batching (ExecutionPlan::ExecuteBatch): the input whose rows (all dimensions but
-  // the last) map one to one onto the rows of the only output, every other input being a value
-  // the runs share (a constant weight); -1 = none. One call over several runs' rows stacked as
-  // [rows, width] must return [rows, out_width] and give each row the same bits as a call over
-  // that run's rows alone: the kernel computes a row the same way whatever the number of rows.
+  // the last) map one to one onto the rows of each output, every other input being a value the
+  // runs share (a constant weight); -1 = none. One call over several runs' rows stacked as
+  // [rows, width] must return [rows, out_width] per output and give each row the same bits as a
+  // call over that run's rows alone: the kernel computes a row the same way whatever the number
+  // of rows.
   virtual int RowwiseInput() const { return -1; }
   // With RowwiseInput() >= 0: an elementwise-by-row kernel (Add, Mul, RMSNorm), whose inputs that
   // differ between the runs are all row inputs (each run's of the RowwiseInput()'s shape) and whose

@@ -9,6 +9,8 @@
 
 #include <Eigen/Core>
 
+#include "absl/strings/str_cat.h"
+#include "graph/internal_ops.h"
 #include "ops/kernel.h"
 #include "base/thread_pool.h"
 #include "ops/families.h"
@@ -225,34 +227,110 @@ std::vector<float> WidenedWeights(const Tensor& b) {
 
 // Float: B packed into the GEMM's panel layout (float16 panels for a float16 B, widened block by
 // block inside the GEMM), every run streams the packed panels.
+PackedMatrixB PreparePackedFloat(const Tensor& w, ThreadPool* pool) {
+  const int64_t K = w.dim(0), N = w.dim(1);
+  return w.dtype() == DType::kFloat16 ? PackedMatrixB::PackHalf(false, K, N, w.data<uint16_t>(), N, pool)
+                                       : PackedMatrixB::Pack(false, K, N, w.data<float>(), N, pool);
+}
+
+void MultiplyPackedFloat(int64_t rows, const float* a, const PackedMatrixB& w, float* y, ThreadPool* pool) {
+  SgemmPacked(rows, w.N(), w.K(), 1.f, a, w.K(), w, 0.f, y, w.N(), pool);
+}
+
 std::unique_ptr<OpKernel> MakePackedFloatMatMul(const Tensor& b) {
-  return std::make_unique<ConstantWeightMatMulKernel<PackedMatrixB>>(
-      b,
-      [](const Tensor& w, ThreadPool* pool) {
-        const int64_t K = w.dim(0), N = w.dim(1);
-        return w.dtype() == DType::kFloat16 ? PackedMatrixB::PackHalf(false, K, N, w.data<uint16_t>(), N, pool)
-                                             : PackedMatrixB::Pack(false, K, N, w.data<float>(), N, pool);
-      },
-      [](int64_t rows, const float* a, const PackedMatrixB& w, float* y, ThreadPool* pool) {
-        SgemmPacked(rows, w.N(), w.K(), 1.f, a, w.K(), w, 0.f, y, w.N(), pool);
-      });
+  return std::make_unique<ConstantWeightMatMulKernel<PackedMatrixB>>(b, PreparePackedFloat, MultiplyPackedFloat);
 }
 
 // Dynamic A8W8: B quantised per column once, activations per row each run, int8 x int8 -> int32
 // through the session's offload (KernelConfig::int8_offload) when it has one, which decides what
 // leaves the host; else the packed host GEMM.
+A8W8Weights PrepareA8W8(const Tensor& w, Int8GemmOffload* offload) {
+  if (w.dtype() == DType::kFloat32) return A8W8Weights::FromFloat(w.data<float>(), w.dim(0), w.dim(1), offload);
+  const std::vector<float> wide = WidenedWeights(w);
+  return A8W8Weights::FromFloat(wide.data(), w.dim(0), w.dim(1), offload);
+}
+
 std::unique_ptr<OpKernel> MakeA8W8MatMul(const Tensor& b, Int8GemmOffload* offload) {
   return std::make_unique<ConstantWeightMatMulKernel<A8W8Weights>>(
-      b,
-      [offload](const Tensor& w, ThreadPool*) {
-        if (w.dtype() == DType::kFloat32) return A8W8Weights::FromFloat(w.data<float>(), w.dim(0), w.dim(1), offload);
-        const std::vector<float> wide = WidenedWeights(w);
-        return A8W8Weights::FromFloat(wide.data(), w.dim(0), w.dim(1), offload);
-      },
+      b, [offload](const Tensor& w, ThreadPool*) { return PrepareA8W8(w, offload); },
       [](int64_t rows, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
         MatMulA8W8(rows, a, w, y, pool);
       });
 }
+
+// MatMulGroup(A, W_1, ..., W_n) -> Y_1, ..., Y_n (graph/passes/matmul_group_fusion.cc): MatMuls
+// that read one A, each constant W_i [K, N_i] bound as its MatMul alone binds it (BindMatMul).
+// The int8 ones quantise A once and share one parallel run (MatMulA8W8Group: 3 of a layer's 7
+// quantisations and pool hand-offs fewer); the float ones run SgemmPacked each. Y_i has the bits
+// of its MatMul alone, and a row of A the same ones whatever the rows around it.
+class MatMulGroupKernel : public OpKernel {
+ public:
+  MatMulGroupKernel(std::vector<Tensor> b, MatMulPrecision precision, Int8GemmOffload* offload)
+      : b_(std::move(b)), offload_(offload), int8_(b_.size()), packed_(b_.size()) {
+    for (const Tensor& w : b_) binding_.push_back(BindMatMul(&w, precision));
+  }
+
+  absl::Status PrepareWeights(ThreadPool* pool) const override {
+    std::call_once(prepared_once_, [&] {
+      for (size_t i = 0; i < b_.size(); ++i) {
+        if (binding_[i] == MatMulBinding::kInt8A8W8) int8_[i] = PrepareA8W8(b_[i], offload_);
+        else packed_[i] = PreparePackedFloat(b_[i], pool);
+        ReleaseMappedPages(b_[i]);
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  int RowwiseInput() const override { return 0; }
+
+  absl::Status Compute(OpContext& ctx) const override {
+    if (!ctx.has_input(0)) return InvalidArgument(ctx, "MatMulGroup needs A");
+    const Tensor& a = ctx.input(0);
+    const int64_t K = b_[0].dim(0);
+    if (a.dtype() != b_[0].dtype()) return InvalidArgument(ctx, "A and the weights have different element types");
+    if (a.rank() < 1 || a.dim(-1) != K) {
+      return InvalidArgument(ctx, "inner dimensions differ: ", ShapeToString(a.shape()), " x [", K, ", N]");
+    }
+    PrepareWeights(ctx.thread_pool()).IgnoreError();  // a no-op after the session's load-time call
+    const int64_t rows = a.num_elements() / K;
+    const bool half = a.dtype() == DType::kFloat16;
+    std::vector<Tensor*> y;
+    for (size_t i = 0; i < b_.size(); ++i) {
+      Shape out = a.shape();
+      out.back() = b_[i].dim(1);
+      y.push_back(&ctx.AllocateOutputUninitialized(i, a.dtype(), out));
+    }
+    if (rows == 0) return absl::OkStatus();
+    // float32 operands: A's own or widened once, the results in place or rounded once each.
+    Tensor a32 = half ? ctx.AllocateTemp(DType::kFloat32, a.shape(), /*zero=*/false) : a;
+    if (half) WidenF16(a.data<uint16_t>(), a32.data<float>(), a.num_elements());
+    std::vector<Tensor> y32(b_.size());
+    std::vector<const A8W8Weights*> int8;
+    std::vector<float*> int8_y;
+    for (size_t i = 0; i < b_.size(); ++i) {
+      y32[i] = half ? ctx.AllocateTemp(DType::kFloat32, y[i]->shape(), /*zero=*/false) : *y[i];
+      if (binding_[i] == MatMulBinding::kInt8A8W8) {
+        int8.push_back(&int8_[i]);
+        int8_y.push_back(y32[i].data<float>());
+      } else {
+        MultiplyPackedFloat(rows, a32.data<float>(), packed_[i], y32[i].data<float>(), ctx.thread_pool());
+      }
+    }
+    if (!int8.empty()) MatMulA8W8Group(rows, a32.data<float>(), int8, int8_y, ctx.thread_pool());
+    if (half) {
+      for (size_t i = 0; i < b_.size(); ++i) NarrowToF16(y32[i].data<float>(), y[i]->data<uint16_t>(), y[i]->num_elements());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<Tensor> b_;
+  Int8GemmOffload* offload_;
+  std::vector<MatMulBinding> binding_;
+  mutable std::once_flag prepared_once_;
+  mutable std::vector<A8W8Weights> int8_;
+  mutable std::vector<PackedMatrixB> packed_;
+};
 
 }  // namespace
 
@@ -275,6 +353,26 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MatMulFactory(const KernelInit& init) 
     case MatMulBinding::kGeneric: break;
   }
   return MakeFnKernel(MatMulCompute)(init);
+}
+
+// The weights must be what the fusion guarantees: constant float32 or float16 matrices of one K
+// and one type, each binding to a packed kernel; anything else is a load error.
+absl::StatusOr<std::unique_ptr<OpKernel>> MatMulGroupFactory(const KernelInit& init) {
+  const Node& n = init.node();
+  if (n.inputs.size() < 2 || n.outputs.size() != n.inputs.size() - 1) {
+    return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": MatMulGroup needs A, one weight per output"));
+  }
+  std::vector<Tensor> b;
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Tensor* w = init.ConstantInput(i);
+    if (w == nullptr || BindMatMul(w, init.config().matmul) == MatMulBinding::kGeneric ||
+        (!b.empty() && (w->dim(0) != b[0].dim(0) || w->dtype() != b[0].dtype()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          n.Describe(), ": MatMulGroup weight ", i, " is not a constant float matrix of the first one's K and type"));
+    }
+    b.push_back(*w);
+  }
+  return std::make_unique<MatMulGroupKernel>(std::move(b), init.config().matmul, init.config().int8_offload);
 }
 
 // ---------------------------------------------------------------- Gemm
@@ -591,6 +689,8 @@ void RegisterMatMulOps(KernelRegistry& r) {
   r.Add("", "MatMul", 1, 8, MatMulFactory);
   r.Add("", "MatMul", 9, 12, MatMulFactory);
   r.Add("", "MatMul", 13, kNewestOpset, MatMulFactory);
+  r.Add(internal_ops::kDomain, internal_ops::MatMulGroup::kName, internal_ops::kOpset, internal_ops::kOpset,
+        MatMulGroupFactory);
   r.AddFn("", "Gemm", 1, 5, GemmCompute);
   r.AddFn("", "Gemm", 6, 6, GemmCompute);
   r.AddFn("", "Gemm", 7, 8, GemmCompute);

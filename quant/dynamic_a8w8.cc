@@ -119,10 +119,15 @@ A8W8Weights A8W8Weights::FromInt8(const int8_t* w, int64_t K, int64_t N, int64_t
   return out;
 }
 
-void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
-  const int64_t K = w.K(), N = w.N();
-  if (M <= 0 || N <= 0) return;
+namespace {
+
+A8W8Scratch& ThreadScratch() {
   thread_local A8W8Scratch s;
+  return s;
+}
+
+// A's rows quantised into the calling thread's scratch: q (M x K) and their scales.
+void QuantizeA(int64_t M, int64_t K, const float* a, A8W8Scratch& s, ThreadPool* pool) {
   if (static_cast<int64_t>(s.q.size()) < M * K) s.q.resize(M * K);
   if (static_cast<int64_t>(s.scales.size()) < M) s.scales.resize(M);
   int8_t* q = s.q.data();
@@ -131,13 +136,18 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
   ParallelFor(pool, M, rows_per_chunk, [&](int64_t m0, int64_t m1) {
     QuantizeRowsS8(m1 - m0, K, a + m0 * K, K, q + m0 * K, K, sa + m0);
   });
+}
+
+// An offload without designs never takes a call: such a weight runs the packed host GEMM, whose
+// tiles dequantise.
+bool HostOnly(const A8W8Weights& w) { return w.offload() == nullptr || !w.offload()->configured(); }
+
+// y = the product of the quantised rows (s.q, s.scales) with w, through w's offload.
+void ProductThroughOffload(int64_t M, const A8W8Weights& w, A8W8Scratch& s, float* y, ThreadPool* pool) {
+  const int64_t K = w.K(), N = w.N();
   Int8GemmOffload* offload = w.offload();
-  // An offload without designs never takes a call: skip it, so the host-only path costs nothing
-  // (and dequantises in the GEMM's tiles).
-  if (offload == nullptr || !offload->configured()) {
-    GemmS8S8F32Scaled(M, q, K, w.packed(), sa, w.scales(), y, N, pool);
-    return;
-  }
+  const int8_t* q = s.q.data();
+  const float* sa = s.scales.data();
   if (static_cast<int64_t>(s.acc.size()) < M * N) s.acc.resize(M * N);
   int32_t* acc = s.acc.data();
   bool on_device = false;
@@ -160,6 +170,35 @@ void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, Threa
                               std::chrono::steady_clock::now() - t0)
                               .count());
   }
+}
+
+}  // namespace
+
+void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool) {
+  const int64_t K = w.K(), N = w.N();
+  if (M <= 0 || N <= 0) return;
+  A8W8Scratch& s = ThreadScratch();
+  QuantizeA(M, K, a, s, pool);
+  if (HostOnly(w)) {
+    GemmS8S8F32Scaled(M, s.q.data(), K, w.packed(), s.scales.data(), w.scales(), y, N, pool);
+    return;
+  }
+  ProductThroughOffload(M, w, s, y, pool);
+}
+
+void MatMulA8W8Group(int64_t M, const float* a, const std::vector<const A8W8Weights*>& w, const std::vector<float*>& y,
+                     ThreadPool* pool) {
+  if (M <= 0 || w.empty()) return;
+  const int64_t K = w[0]->K();
+  A8W8Scratch& s = ThreadScratch();
+  QuantizeA(M, K, a, s, pool);
+  std::vector<GemmS8ScaledOutput> host;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i]->N() <= 0) continue;
+    if (HostOnly(*w[i])) host.push_back({&w[i]->packed(), w[i]->scales(), y[i], w[i]->N()});
+    else ProductThroughOffload(M, *w[i], s, y[i], pool);
+  }
+  if (!host.empty()) GemmS8S8F32ScaledGroup(M, s.q.data(), K, host, s.scales.data(), pool);
 }
 
 }  // namespace oneinfer

@@ -79,4 +79,10 @@ class A8W8Weights {
 // dequantised. pool may be null.
 void MatMulA8W8(int64_t M, const float* a, const A8W8Weights& w, float* y, ThreadPool* pool);
 
+// MatMulA8W8 of one a with several weights of the same K (a layer's q, k and v; an MLP's gate
+// and up): a quantised once, the host weights' products in one parallel run. y[i] (M x N_i) has
+// the bits MatMulA8W8(M, a, *w[i], y[i], pool) gives it.
+void MatMulA8W8Group(int64_t M, const float* a, const std::vector<const A8W8Weights*>& w, const std::vector<float*>& y,
+                     ThreadPool* pool);
+
 }  // namespace oneinfer

@@ -168,33 +168,55 @@ struct Epilogue {
   int64_t ldy = 0;
 };
 
+// One weight of a run and where its product goes.
+struct Target {
+  const PackedWeightsS8* w;
+  int32_t* c;
+  int64_t ldc;
+  Epilogue e;
+};
+
+// Products of one a with every target's weight (one K), a prepared once and every weight's
+// panels shared out over the pool as one run; each target's result is what it gets alone.
 template <typename Src>
-void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t* c, int64_t ldc,
-         ThreadPool* pool, const Epilogue& e = {}) {
-  const int64_t N = w.N(), K = w.K();
-  if (M <= 0 || N <= 0) return;
+void Run(int64_t M, const Src* a, int64_t lda, const std::vector<Target>& targets, ThreadPool* pool) {
+  if (M <= 0 || targets.empty()) return;
+  const int64_t K = targets[0].w->K();
   if (K <= 0) {
-    const std::vector<int32_t> zeros(static_cast<size_t>(N), 0);
-    for (int64_t i = 0; i < M; ++i) {
-      if (e.y != nullptr) DequantizeRowS32(zeros.data(), N, e.row_scales[i], e.col_scales, e.y + i * e.ldy);
-      else std::fill(c + i * ldc, c + i * ldc + N, 0);
+    for (const Target& g : targets) {
+      const int64_t N = g.w->N();
+      const std::vector<int32_t> zeros(static_cast<size_t>(std::max<int64_t>(0, N)), 0);
+      for (int64_t i = 0; i < M && N > 0; ++i) {
+        if (g.e.y != nullptr) DequantizeRowS32(zeros.data(), N, g.e.row_scales[i], g.e.col_scales, g.e.y + i * g.e.ldy);
+        else std::fill(g.c + i * g.ldc, g.c + i * g.ldc + N, 0);
+      }
     }
     return;
   }
   const GemmS8Tier& t = ActiveTier();
-  const int64_t kp = w.padded_k();
+  const int64_t kp = targets[0].w->padded_k();
   const int64_t elem = t.a_format == AFormat::kS16 ? 2 : 1;
   void* prepared = Scratch(static_cast<size_t>(M * kp * elem));
   PrepareA(t.a_format, M, a, lda, K, kp, prepared);
   const bool shifted = std::is_signed_v<Src> && t.a_format == AFormat::kU8Shifted;
   assert(t.mr <= kMaxTileRows);
-  const Problem p{M, N, kp, static_cast<const uint8_t*>(prepared), elem, &w,
-                  shifted ? w.column_sums() : nullptr, c, ldc, e.row_scales, e.col_scales, e.y, e.ldy};
-
+  // Each target's problem and where its panels start among all of them.
+  std::vector<Problem> problems;
+  std::vector<int64_t> first_panel = {0};
+  int64_t n_total = 0;
+  for (const Target& g : targets) {
+    assert(g.w->K() == K);
+    problems.push_back(Problem{M, g.w->N(), kp, static_cast<const uint8_t*>(prepared), elem, g.w,
+                               shifted ? g.w->column_sums() : nullptr, g.c, g.ldc, g.e.row_scales, g.e.col_scales,
+                               g.e.y, g.e.ldy});
+    first_panel.push_back(first_panel.back() + g.w->panels());
+    n_total += g.w->N();
+  }
   const int64_t mp = (M + t.mr - 1) / t.mr;
-  const int64_t np = w.panels();
+  const int64_t np = first_panel.back();
+  if (np == 0) return;
   int64_t threads = pool != nullptr ? pool->num_threads() : 1;
-  threads = std::max<int64_t>(1, std::min(threads, M * N * K / kMinTaskMacs));
+  threads = std::max<int64_t>(1, std::min(threads, M * n_total * K / kMinTaskMacs));
   const TaskGrid grid = ChooseTaskGrid(mp, np, threads);
   const int64_t tm = grid.m, tn = grid.n;
   auto task = [&](int64_t i) {
@@ -202,13 +224,24 @@ void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t
     const int64_t m0 = std::min(M, mp * im / tm * t.mr);
     const int64_t m1 = std::min(M, mp * (im + 1) / tm * t.mr);
     const int64_t p0 = np * in / tn, p1 = np * (in + 1) / tn;
-    if (m0 < m1 && p0 < p1) RunBlock(t, p, m0, m1, p0, p1);
+    if (m0 >= m1) return;
+    for (size_t j = 0; j < problems.size(); ++j) {  // the targets this task's panels fall in
+      const int64_t lo = std::max(p0, first_panel[j]), hi = std::min(p1, first_panel[j + 1]);
+      if (lo < hi) RunBlock(t, problems[j], m0, m1, lo - first_panel[j], hi - first_panel[j]);
+    }
   };
   if (tm * tn == 1 || pool == nullptr) {
     for (int64_t i = 0; i < tm * tn; ++i) task(i);
   } else {
     pool->RunTasks(tm * tn, task);
   }
+}
+
+template <typename Src>
+void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t* c, int64_t ldc,
+         ThreadPool* pool, const Epilogue& e = {}) {
+  if (w.N() <= 0) return;
+  Run(M, a, lda, std::vector<Target>{Target{&w, c, ldc, e}}, pool);
 }
 
 template <typename Src>
@@ -291,6 +324,15 @@ void GemmS8S8F32Scaled(int64_t M, const int8_t* a, int64_t lda, const PackedWeig
                        const float* row_scales, const float* col_scales, float* y, int64_t ldy,
                        ThreadPool* pool) {
   Run(M, a, lda, w, nullptr, 0, pool, Epilogue{row_scales, col_scales, y, ldy});
+}
+
+void GemmS8S8F32ScaledGroup(int64_t M, const int8_t* a, int64_t lda, const std::vector<GemmS8ScaledOutput>& outs,
+                            const float* row_scales, ThreadPool* pool) {
+  std::vector<Target> targets;
+  for (const GemmS8ScaledOutput& o : outs) {
+    if (o.w->N() > 0) targets.push_back(Target{o.w, nullptr, 0, Epilogue{row_scales, o.col_scales, o.y, o.ldy}});
+  }
+  Run(M, a, lda, targets, pool);
 }
 
 void DequantizeRowS32(const int32_t* c, int64_t N, float row_scale, const float* col_scales, float* y) {

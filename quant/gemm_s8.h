@@ -73,6 +73,20 @@ void GemmS8S8F32Scaled(int64_t M, const int8_t* a, int64_t lda, const PackedWeig
                        const float* row_scales, const float* col_scales, float* y, int64_t ldy,
                        ThreadPool* pool);
 
+// One weight of a grouped product and where its scaled result goes (y: M x N, ldy).
+struct GemmS8ScaledOutput {
+  const PackedWeightsS8* w;
+  const float* col_scales;
+  float* y;
+  int64_t ldy;
+};
+
+// GemmS8S8F32Scaled of one a with several weights of the same K (a layer's q, k and v): a is
+// prepared once and all their panels are shared out over the pool in one run. Each output has
+// the bits GemmS8S8F32Scaled gives it alone.
+void GemmS8S8F32ScaledGroup(int64_t M, const int8_t* a, int64_t lda, const std::vector<GemmS8ScaledOutput>& outs,
+                            const float* row_scales, ThreadPool* pool);
+
 // y[n] = (float(c[n]) * row_scale) * col_scales[n] for n < N.
 void DequantizeRowS32(const int32_t* c, int64_t N, float row_scale, const float* col_scales, float* y);
 

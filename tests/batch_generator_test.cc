@@ -137,10 +137,11 @@ TEST_P(Batching, RunBatchOutputsEqualSeparateRunsBitForBit) {
   auto batch = s.impl().RunBatch(sets, {"logits", "present_kv"}, nullptr, &counts);
   ASSERT_TRUE(batch.ok()) << batch.status();
   // Every MatMul against a weight ran once over the three sets' rows: the rotary frequencies
-  // (positions x inverse frequencies), 7 per layer and the lm_head; so did each elementwise row
-  // step: per layer 4 RMSNorms (input, q, k, post-attention), 2 residual Adds and the MLP's
-  // SiLU (silu(gate) * up, one node), and the final norm.
-  EXPECT_EQ(counts.stacked, (1 + 2 * 7 + 1) + (2 * 7 + 1));
+  // (positions x inverse frequencies), 4 per layer (the q/k/v group, o, the gate/up group,
+  // down) and the lm_head; so did each elementwise row step: per layer 4 RMSNorms (input, q, k,
+  // post-attention), 2 residual Adds and the MLP's SiLU (silu(gate) * up, one node), and the
+  // final norm.
+  EXPECT_EQ(counts.stacked, (1 + 2 * 4 + 1) + (2 * 7 + 1));
   ASSERT_EQ(batch->size(), sets.size());
   for (size_t i = 0; i < sets.size(); ++i) {
     auto alone = s.Run(sets[i], {"logits", "present_kv"});

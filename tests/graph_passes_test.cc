@@ -587,6 +587,156 @@ TEST(SiLUFusion, SigmoidOfAnElementDoesNotDependOnItsPlace) {
   }
 }
 
+// A decoder layer's projections as exporters write them: MatMuls of one A against constant
+// weights of one K (widths that end mid-panel), one MatMul against a fed B (it stays a MatMul).
+// `widths` empty: only the fed MatMul; one width: that MatMul alone (the reference).
+constexpr int64_t kGroupK = 200;
+onnx::ModelProto ProjectionsModel(bool half, const std::vector<int64_t>& widths, bool fed_b) {
+  onnx::ModelProto m = testing::MakeModel();
+  auto* g = m.mutable_graph();
+  const auto elem = half ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT;
+  *g->add_input() = testing::TensorInfo("a", elem, {2, 9, kGroupK});
+  for (size_t i = 0; i < widths.size(); ++i) {
+    const std::string w = "w" + std::to_string(i), y = "y" + std::to_string(i);
+    std::vector<float> v(static_cast<size_t>(kGroupK * widths[i]));
+    for (size_t j = 0; j < v.size(); ++j) v[j] = 0.9f * std::sin(0.37f * static_cast<float>(j) + static_cast<float>(widths[i]));
+    onnx::TensorProto t = testing::FloatTensor(w, {kGroupK, widths[i]}, v);
+    if (half) {
+      t.set_data_type(onnx::TensorProto::FLOAT16);
+      t.clear_float_data();
+      for (float f : v) t.add_int32_data(F32ToF16(f));
+    }
+    *g->add_initializer() = t;
+    *g->add_node() = testing::MakeNode("MatMul", {"a", w}, {y}, "proj" + std::to_string(i));
+    *g->add_output() = testing::TensorInfo(y, elem, {2, 9, widths[i]});
+  }
+  if (fed_b) {
+    *g->add_input() = testing::TensorInfo("b", elem, {kGroupK, 5});
+    *g->add_node() = testing::MakeNode("MatMul", {"a", "b"}, {"yb"});
+    *g->add_output() = testing::TensorInfo("yb", elem, {2, 9, 5});
+  }
+  return m;
+}
+
+std::vector<std::vector<uint32_t>> RunBits(const onnx::ModelProto& m, const std::vector<Feed>& feeds,
+                                           const std::vector<std::string>& outputs, const SessionOptions& options) {
+  const std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(feeds, outputs);
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  std::vector<std::vector<uint32_t>> bits;
+  for (const Tensor& y : *out) {
+    bits.emplace_back();
+    for (int64_t i = 0; i < y.num_elements(); ++i) {
+      bits.back().push_back(y.dtype() == DType::kFloat16 ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
+    }
+  }
+  return bits;
+}
+
+TEST(MatMulGroupFusion, ProjectionsOfOneARunAsOneNodeWithTheBitsOfEachMatMulAlone) {
+  const std::vector<int64_t> widths = {300, 130, 77};
+  for (bool half : {false, true}) {
+    auto model = Load(ProjectionsModel(half, widths, true));
+    PassReport report;
+    PassContext ctx;
+    ctx.report = &report;
+    ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
+    EXPECT_EQ(report.counts["matmul_group_fusion"], 1);
+    ASSERT_EQ(CountOps(model->graph, internal_ops::MatMulGroup::kName), 1);
+    EXPECT_EQ(CountOps(model->graph, "MatMul"), 1);  // the fed B's
+    for (const Node& n : model->graph.nodes) {
+      if (n.op_type != internal_ops::MatMulGroup::kName) continue;
+      EXPECT_EQ(n.inputs, (std::vector<std::string>{"a", "w0", "w1", "w2"}));
+      EXPECT_EQ(n.outputs, (std::vector<std::string>{"y0", "y1", "y2"}));
+    }
+    // Values across both signs and magnitudes, so int8's per-row scales differ row by row.
+    Tensor a = Tensor::Empty(half ? DType::kFloat16 : DType::kFloat32, {2, 9, kGroupK});
+    for (int64_t i = 0; i < a.num_elements(); ++i) {
+      const float v = (1.0f + static_cast<float>(i / kGroupK)) * std::cos(0.61f * static_cast<float>(i)) - 0.05f;
+      if (half) a.data<uint16_t>()[i] = F32ToF16(v);
+      else a.data<float>()[i] = v;
+    }
+    Tensor b = Tensor::Empty(a.dtype(), {kGroupK, 5});
+    for (int64_t i = 0; i < b.num_elements(); ++i) {
+      if (half) b.data<uint16_t>()[i] = F32ToF16(0.01f * static_cast<float>(i % 17));
+      else b.data<float>()[i] = 0.01f * static_cast<float>(i % 17);
+    }
+    for (MatMulPrecision precision : {MatMulPrecision::kFloat32, MatMulPrecision::kInt8}) {
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << (half ? "float16" : "float32") << ", int8 " << (precision == MatMulPrecision::kInt8)
+                                          << ", threads " << threads);
+        SessionOptions o;
+        o.num_threads = threads;
+        o.matmul = precision;
+        const auto got = RunBits(ProjectionsModel(half, widths, true), {{"a", a}, {"b", b}}, {"y0", "y1", "y2", "yb"}, o);
+        ASSERT_EQ(got.size(), 4u);
+        for (size_t i = 0; i < widths.size(); ++i) {
+          const auto want = RunBits(ProjectionsModel(half, {widths[i]}, false), {{"a", a}}, {"y0"}, o);
+          ASSERT_EQ(want.size(), 1u);
+          ASSERT_EQ(got[i].size(), want[0].size());
+          for (size_t j = 0; j < want[0].size(); ++j) ASSERT_EQ(got[i][j], want[0][j]) << "y" << i << "[" << j << "]";
+        }
+        EXPECT_EQ(got[3], RunBits(ProjectionsModel(half, {}, true), {{"a", a}, {"b", b}}, {"yb"}, o)[0]);
+      }
+    }
+  }
+}
+
+// A MatMulGroup a file spells itself: weights it cannot bind fail the load, an A of another
+// width fails the run; both name the node.
+TEST(MatMulGroupFusion, WeightsAndInputsTheKernelCannotTakeAreClearErrors) {
+  auto group = [](const std::vector<std::vector<int64_t>>& weights, bool fed_weight) {
+    onnx::ModelProto m = testing::MakeModel();
+    auto* opset = m.add_opset_import();
+    opset->set_domain("oneinfer.internal");
+    opset->set_version(1);
+    auto* g = m.mutable_graph();
+    *g->add_input() = testing::TensorInfo("a", onnx::TensorProto::FLOAT, {2, 8});
+    std::vector<std::string> inputs = {"a"}, outputs;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const std::string w = "w" + std::to_string(i);
+      std::vector<float> v(static_cast<size_t>(NumElements(Shape(weights[i].begin(), weights[i].end()))), 0.5f);
+      if (fed_weight && i == 1) *g->add_input() = testing::TensorInfo(w, onnx::TensorProto::FLOAT, weights[i]);
+      else *g->add_initializer() = testing::FloatTensor(w, weights[i], v);
+      inputs.push_back(w);
+      outputs.push_back("y" + std::to_string(i));
+    }
+    onnx::NodeProto n = testing::MakeNode("MatMulGroup", inputs, outputs, "grouped");
+    n.set_domain("oneinfer.internal");
+    *g->add_node() = n;
+    for (const std::string& y : outputs) {
+      onnx::ValueInfoProto out;
+      out.set_name(y);
+      *g->add_output() = out;
+    }
+    return m.SerializeAsString();
+  };
+  auto load_error = [](const std::string& bytes) {
+    auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+    return s.ok() ? absl::OkStatus() : s.status();
+  };
+  for (const auto& [bytes, says] : std::vector<std::pair<std::string, std::string>>{
+           {group({{8, 4}, {8, 3}}, true), "not a constant float matrix"},
+           {group({{8, 4}, {6, 3}}, false), "of the first one's K"},
+           {group({{8, 4}, {3}}, false), "not a constant float matrix"}}) {
+    const absl::Status s = load_error(bytes);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(says), std::string::npos) << s;
+    EXPECT_NE(s.message().find("grouped"), std::string::npos) << s;
+  }
+  const std::string bytes = group({{5, 4}, {5, 3}}, false);  // K 5, A's rows 8 wide
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), OneThread());
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto r = (*s)->Run({{"a", Tensor::FromVector(DType::kFloat32, {2, 8}, std::vector<float>(16, 1.f))}}, {"y0", "y1"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("inner dimensions differ"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("grouped"), std::string::npos) << r.status();
+}
+
 // The fused kernels as a file may also spell them: inputs they cannot compute are an error
 // naming the node, never a crash.
 TEST(FusedAttentionKernels, InputsTheyCannotComputeAreClearErrors) {
@@ -692,7 +842,8 @@ onnx::ModelProto StackedKVModel() {
 
 TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
   for (const onnx::ModelProto& m : {StackedKVModel(), RMSNormModel(false), RMSNormModel(true), AttentionModel("", true, false, true),
-                                    RotaryModel("", false), SiLUModel(false, {2, 40}, "")}) {
+                                    RotaryModel("", false), SiLUModel(false, {2, 40}, ""),
+                                    ProjectionsModel(false, {8, 4}, true)}) {
     auto model = Load(m);
     ASSERT_NE(model, nullptr);
     PassReport report;
@@ -701,7 +852,7 @@ TEST(GraphPasses, TheSessionListKeepsTheSharedIndexValidAfterEveryPass) {
     ctx.check_uses = true;
     ctx.report = &report;
     ASSERT_TRUE(RunSessionPasses(model->graph, ctx).ok());
-    EXPECT_EQ(report.counts.size(), 15u);  // every pass ran (dead_node_elimination twice, one entry)
+    EXPECT_EQ(report.counts.size(), 16u);  // every pass ran (dead_node_elimination twice, one entry)
   }
   auto model = Load(StackedKVModel());
   PassReport report;

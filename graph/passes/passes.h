@@ -17,6 +17,7 @@
 //   transpose_matmul_fusion  Transpose(last two axes) -> MatMul -> FusedMatMul
 //   attention_fusion         FusedMatMul(q, k^T) -> [Mul scale] -> [Add mask] -> Softmax -> MatMul(v) -> SoftmaxAttention
 //   kv_cache_in_place        stacked KV appends whose slots only SoftmaxAttention reads may grow in place
+//   matmul_group_fusion      MatMuls of one A against constant weights of one K -> MatMulGroup
 // The fusions read the shared UseDefIndex (use_def.h) and write the internal ops of
 // graph/internal_ops.h.
 #pragma once
@@ -89,6 +90,11 @@ int FuseRotateHalf(Graph& g, UseDefIndex& uses);
 // with every intermediate read by the chain alone, -> one internal SiLU node (silu_fusion.cc);
 // returns the count.
 int FuseSiLU(Graph& g, UseDefIndex& uses);
+
+// MatMuls that read one A, each against a constant 2-D float32 or float16 weight of one K and
+// type, -> one internal MatMulGroup node in the first one's place (matmul_group_fusion.cc);
+// returns the number of groups.
+int FuseMatMulGroups(Graph& g, UseDefIndex& uses);
 
 // FusedMatMul(q, k, transB=1) -> [Mul(scalar)] -> [Add(mask)] -> Softmax(last axis) -> MatMul(., v),
 // float32 with every intermediate read by the chain alone, -> one internal SoftmaxAttention node
@@ -169,5 +175,6 @@ std::unique_ptr<GraphPass> MakeTransposeMatMulFusionPass();  // after shape infe
 std::unique_ptr<GraphPass> MakeSoftmaxAttentionFusionPass();  // after transpose_matmul_fusion: reads its FusedMatMul
 std::unique_ptr<GraphPass> MakeRotaryFusionPass();  // after shape inference: needs D and float32
 std::unique_ptr<GraphPass> MakeSiLUFusionPass();    // after shape inference: float32 and m's shape
+std::unique_ptr<GraphPass> MakeMatMulGroupFusionPass();  // after the fusions that read MatMuls
 
 }  // namespace oneinfer

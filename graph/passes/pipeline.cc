@@ -27,6 +27,8 @@ const std::vector<std::unique_ptr<GraphPass>>& SessionPasses() {
     p->push_back(MakeTransposeMatMulFusionPass());
     p->push_back(MakeSoftmaxAttentionFusionPass());
     p->push_back(MakeKVCacheInPlacePass());
+    // Last: the fusions above read MatMul nodes.
+    p->push_back(MakeMatMulGroupFusionPass());
     return p;
   }();
   return *passes;
