@@ -17,8 +17,6 @@ namespace oneinfer {
 
 namespace {
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 bool IsFloat32(const Graph& g, const std::string& v, size_t min_rank) {
   const TypeInfo* t = g.FindType(v);
   return t != nullptr && t->kind == TypeInfo::Kind::kTensor && t->elem == DType::kFloat32 && t->shape &&
@@ -60,11 +58,11 @@ int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
   };
   auto match_repeat = [&](const std::string& v) -> Repeat {
     const Node* reshape = inner(v);
-    if (reshape == nullptr || !IsOp(*reshape, "Reshape") || reshape->inputs.size() != 2) return {};
+    if (reshape == nullptr || !IsOnnxOp(*reshape, "Reshape") || reshape->inputs.size() != 2) return {};
     const Node* expand = inner(reshape->inputs[0]);
-    if (expand == nullptr || !IsOp(*expand, "Expand") || expand->inputs.size() != 2) return {};
+    if (expand == nullptr || !IsOnnxOp(*expand, "Expand") || expand->inputs.size() != 2) return {};
     const Node* unsqueeze = inner(expand->inputs[0]);
-    if (unsqueeze == nullptr || !IsOp(*unsqueeze, "Unsqueeze") || unsqueeze->inputs.empty()) return {};
+    if (unsqueeze == nullptr || !IsOnnxOp(*unsqueeze, "Unsqueeze") || unsqueeze->inputs.empty()) return {};
     std::vector<int64_t> axes = unsqueeze->GetInts("axes");
     if (unsqueeze->inputs.size() == 2) {
       const Tensor* c = uses.Const(unsqueeze->inputs[1]);
@@ -90,9 +88,9 @@ int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
   };
   int fused = 0;
   for (Node& mm : g.nodes) {
-    if (!IsOp(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+    if (!IsOnnxOp(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
     const Node* sm = inner(mm.inputs[0]);
-    if (sm == nullptr || !IsOp(*sm, "Softmax") || sm->inputs.size() != 1) continue;
+    if (sm == nullptr || !IsOnnxOp(*sm, "Softmax") || sm->inputs.size() != 1) continue;
     // The softmax must run along the last axis (before opset 13 an axis of rank - 1 flattens
     // nothing else, so it is the same row softmax).
     const int64_t axis = sm->GetInt("axis", opset < 13 ? 1 : -1);
@@ -108,7 +106,7 @@ int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
     auto match_scores = [&](const std::string& v) -> Scores {
       Scores r;
       const Node* n = inner(v);
-      if (n != nullptr && IsOp(*n, "Mul") && n->inputs.size() == 2) {
+      if (n != nullptr && IsOnnxOp(*n, "Mul") && n->inputs.size() == 2) {
         for (size_t side = 0; side < 2 && r.mul == nullptr; ++side) {
           const Tensor* c = uses.Const(n->inputs[1 - side]);
           if (c == nullptr || c->dtype() != DType::kFloat32 || c->num_elements() != 1) continue;
@@ -131,7 +129,7 @@ int FuseSoftmaxAttention(Graph& g, UseDefIndex& uses) {
     Scores sc = match_scores(sm->inputs[0]);
     if (sc.fm == nullptr) {
       const Node* add = inner(sm->inputs[0]);
-      if (add == nullptr || !IsOp(*add, "Add") || add->inputs.size() != 2) continue;
+      if (add == nullptr || !IsOnnxOp(*add, "Add") || add->inputs.size() != 2) continue;
       for (size_t side = 0; side < 2 && sc.fm == nullptr; ++side) {
         sc = match_scores(add->inputs[side]);
         mask = add->inputs[1 - side];

@@ -20,8 +20,6 @@ namespace {
 
 using Op = internal_ops::FusedConv;
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 // The one value of a float32 constant whose dims are all 1 (rank <= max_rank).
 bool ScalarConst(const Tensor* t, int64_t max_rank, double* v) {
   if (t == nullptr || t->dtype() != DType::kFloat32 || t->num_elements() != 1 || t->rank() > max_rank) return false;
@@ -97,21 +95,21 @@ class ChainMatcher {
 
   // An activation node reading `cur` -> its name and parameters.
   bool Activation(const Node& n, Chain* c) const {
-    if (IsOp(n, "Relu") || IsOp(n, "Sigmoid") || IsOp(n, "HardSwish")) {
+    if (IsOnnxOp(n, "Relu") || IsOnnxOp(n, "Sigmoid") || IsOnnxOp(n, "HardSwish")) {
       c->act = n.op_type;
       return true;
     }
-    if (IsOp(n, "LeakyRelu")) {
+    if (IsOnnxOp(n, "LeakyRelu")) {
       c->act = n.op_type;
       c->act_params = {n.GetFloat("alpha", 0.01f)};
       return true;
     }
-    if (IsOp(n, "HardSigmoid")) {
+    if (IsOnnxOp(n, "HardSigmoid")) {
       c->act = n.op_type;
       c->act_params = {n.GetFloat("alpha", 0.2f), n.GetFloat("beta", 0.5f)};
       return true;
     }
-    if (IsOp(n, "Clip")) {
+    if (IsOnnxOp(n, "Clip")) {
       float lo = n.GetFloat("min", -INFINITY), hi = n.GetFloat("max", INFINITY);
       double v;
       for (size_t k = 1; k < n.inputs.size(); ++k) {
@@ -135,28 +133,28 @@ class ChainMatcher {
     for (int first = 0; first < 2; ++first) {
       const Node& gate = g_.nodes[r[first].node];
       const Node& mul = g_.nodes[r[1 - first].node];
-      if (drop_[r[0].node] || drop_[r[1].node] || !IsOp(mul, "Mul")) continue;
+      if (drop_[r[0].node] || drop_[r[1].node] || !IsOnnxOp(mul, "Mul")) continue;
       const std::string* gated = OtherOperand(mul, cur, true);
       if (!gated) continue;
       double v;
       std::vector<size_t> nodes;
-      if (IsOp(gate, "HardSigmoid") && gate.inputs.size() == 1) {
+      if (IsOnnxOp(gate, "HardSigmoid") && gate.inputs.size() == 1) {
         if (std::fabs(gate.GetFloat("alpha", 0.2f) - 1.0 / 6) > 1e-6 || gate.GetFloat("beta", 0.5f) != 0.5f) continue;
         if (*gated != gate.outputs[0] || SoleReader(gate.outputs[0]) != &mul) continue;
         nodes = {Index(&gate), Index(&mul)};
         c->out = mul.outputs[0];
-      } else if (IsOp(gate, "Add")) {
+      } else if (IsOnnxOp(gate, "Add")) {
         const std::string* three = OtherOperand(gate, cur, true);
         if (!three || !ScalarConst(uses_.Const(*three), rank, &v) || v != 3) continue;
         const Node* clip = SoleReader(gate.outputs[0]);
         Chain clip_act;
-        if (!clip || !IsOp(*clip, "Clip") || clip->inputs[0] != gate.outputs[0] || !Activation(*clip, &clip_act) ||
+        if (!clip || !IsOnnxOp(*clip, "Clip") || clip->inputs[0] != gate.outputs[0] || !Activation(*clip, &clip_act) ||
             clip_act.act_params != std::vector<float>{0.f, 6.f})
           continue;
         if (*gated != clip->outputs[0] || SoleReader(clip->outputs[0]) != &mul) continue;
         const Node* div = SoleReader(mul.outputs[0]);
         const std::string* six = div ? OtherOperand(*div, mul.outputs[0], false) : nullptr;
-        if (!six || !IsOp(*div, "Div") || !ScalarConst(uses_.Const(*six), rank, &v) || v != 6) continue;
+        if (!six || !IsOnnxOp(*div, "Div") || !ScalarConst(uses_.Const(*six), rank, &v) || v != 6) continue;
         nodes = {Index(&gate), Index(clip), Index(&mul), Index(div)};
         c->out = div->outputs[0];
       } else {
@@ -180,19 +178,19 @@ class ChainMatcher {
     // Affine steps before the activation fold into W and B.
     for (const Node* r = SoleReader(c.out); r != nullptr; r = SoleReader(c.out)) {
       const std::string* other;
-      if (IsOp(*r, "BatchNormalization") && r->inputs[0] == c.out && BatchNorm(*r, M, &s, &t)) {
+      if (IsOnnxOp(*r, "BatchNormalization") && r->inputs[0] == c.out && BatchNorm(*r, M, &s, &t)) {
         for (int64_t m = 0; m < M; ++m) {
           c.w_scale[m] *= s[m];
           c.b_scale[m] *= s[m];
           c.b_shift[m] = c.b_shift[m] * s[m] + t[m];
         }
-      } else if (IsOp(*r, "Mul") && (other = OtherOperand(*r, c.out, true)) && ChannelConst(uses_.Const(*other), M, rank, &s)) {
+      } else if (IsOnnxOp(*r, "Mul") && (other = OtherOperand(*r, c.out, true)) && ChannelConst(uses_.Const(*other), M, rank, &s)) {
         for (int64_t m = 0; m < M; ++m) {
           c.w_scale[m] *= s[m];
           c.b_scale[m] *= s[m];
           c.b_shift[m] *= s[m];
         }
-      } else if (IsOp(*r, "Add") && (other = OtherOperand(*r, c.out, true)) && ChannelConst(uses_.Const(*other), M, rank, &t)) {
+      } else if (IsOnnxOp(*r, "Add") && (other = OtherOperand(*r, c.out, true)) && ChannelConst(uses_.Const(*other), M, rank, &t)) {
         for (int64_t m = 0; m < M; ++m) c.b_shift[m] += t[m];
       } else {
         break;
@@ -211,16 +209,16 @@ class ChainMatcher {
     // Scalar affine steps after it.
     double v;
     for (r = SoleReader(c.out); r != nullptr; r = SoleReader(c.out)) {
-      const bool commutative = IsOp(*r, "Mul") || IsOp(*r, "Add");
+      const bool commutative = IsOnnxOp(*r, "Mul") || IsOnnxOp(*r, "Add");
       const std::string* other = OtherOperand(*r, c.out, commutative);
       if (!other || !ScalarConst(uses_.Const(*other), rank, &v)) break;
-      if (IsOp(*r, "Mul")) {
+      if (IsOnnxOp(*r, "Mul")) {
         c.post_scale *= v, c.post_shift *= v;
-      } else if (IsOp(*r, "Div") && v != 0) {
+      } else if (IsOnnxOp(*r, "Div") && v != 0) {
         c.post_scale /= v, c.post_shift /= v;
-      } else if (IsOp(*r, "Add")) {
+      } else if (IsOnnxOp(*r, "Add")) {
         c.post_shift += v;
-      } else if (IsOp(*r, "Sub")) {
+      } else if (IsOnnxOp(*r, "Sub")) {
         c.post_shift -= v;
       } else {
         break;
@@ -245,7 +243,7 @@ int FuseConvChains(Graph& g, UseDefIndex& uses) {
   int fused = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& conv = g.nodes[k];
-    if (drop[k] || !IsOp(conv, "Conv") || conv.NumInputs() < 2 || conv.outputs.size() != 1) continue;
+    if (drop[k] || !IsOnnxOp(conv, "Conv") || conv.NumInputs() < 2 || conv.outputs.size() != 1) continue;
     const Tensor* w = uses.Const(conv.inputs[1]);
     const Tensor* b = conv.HasInput(2) ? uses.Const(conv.inputs[2]) : nullptr;
     if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3 || (conv.HasInput(2) && (!b || b->dtype() != DType::kFloat32))) continue;

@@ -16,8 +16,6 @@ namespace oneinfer {
 
 namespace {
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 bool IsScalar(const Tensor* t, float v) {
   return t != nullptr && t->dtype() == DType::kFloat32 && t->num_elements() == 1 && t->data<float>()[0] == v;
 }
@@ -28,20 +26,14 @@ constexpr int64_t kOnnxFloat = 1, kOnnxFloat16 = 10;  // TensorProto::DataType
 
 int FuseRMSNorm(Graph& g, UseDefIndex& uses) {
   using Op = internal_ops::RMSNorm;
-  // The producer of `v` if it is an `op` node read only by the chain (never a graph output).
-  auto inner = [&](const std::string& v, const char* op) -> const Node* {
-    const Node* p = uses.Producer(v);
-    if (p == nullptr || uses.Readers(v).size() != 1 || uses.IsGraphOutput(v) || !IsOp(*p, op)) return nullptr;
-    return p;
-  };
   auto index = [&](const Node* n) { return static_cast<size_t>(n - g.nodes.data()); };
   // den = Sqrt(Add(ReduceMean(square of x), eps)): the chain's nodes into `chain`, eps, or null.
   auto match_den = [&](const std::string& den, const std::string& x, std::vector<const Node*>& chain) -> const Tensor* {
-    const Node* sqrt = inner(den, "Sqrt");
-    const Node* add = sqrt ? inner(sqrt->inputs[0], "Add") : nullptr;
+    const Node* sqrt = uses.SoleUseProducer(den, "Sqrt");
+    const Node* add = sqrt ? uses.SoleUseProducer(sqrt->inputs[0], "Add") : nullptr;
     if (!add || add->inputs.size() != 2) return nullptr;
     const Tensor* eps = uses.Const(add->inputs[1]);
-    const Node* mean = inner(add->inputs[0], "ReduceMean");
+    const Node* mean = uses.SoleUseProducer(add->inputs[0], "ReduceMean");
     if (!eps || eps->dtype() != DType::kFloat32 || eps->num_elements() != 1 || !mean) return nullptr;
     std::vector<int64_t> axes = mean->GetInts("axes");
     if (mean->inputs.size() > 1) {
@@ -50,10 +42,10 @@ int FuseRMSNorm(Graph& g, UseDefIndex& uses) {
       axes.assign(a->data<int64_t>(), a->data<int64_t>() + a->num_elements());
     }
     if (axes != std::vector<int64_t>{-1} || mean->GetInt("keepdims", 1) != 1) return nullptr;
-    const Node* sq = inner(mean->inputs[0], "Mul");
+    const Node* sq = uses.SoleUseProducer(mean->inputs[0], "Mul");
     if (sq && (sq->inputs.size() != 2 || sq->inputs[0] != x || sq->inputs[1] != x)) return nullptr;
     if (!sq) {  // Pow(x, 2): the Pow kernel squares with one multiplication, as Mul(x, x) does
-      sq = inner(mean->inputs[0], "Pow");
+      sq = uses.SoleUseProducer(mean->inputs[0], "Pow");
       if (!sq || sq->inputs.size() != 2 || sq->inputs[0] != x || !IsScalar(uses.Const(sq->inputs[1]), 2.0f)) return nullptr;
     }
     chain.insert(chain.end(), {sqrt, add, mean, sq});
@@ -63,7 +55,7 @@ int FuseRMSNorm(Graph& g, UseDefIndex& uses) {
   int fused = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     Node& mul = g.nodes[k];
-    if (!IsOp(mul, "Mul") || mul.inputs.size() != 2) continue;
+    if (!IsOnnxOp(mul, "Mul") || mul.inputs.size() != 2) continue;
     // Mul(norm, w), either operand order; norm behind a Cast to float16 when w is float16.
     for (int side = 0; side < 2; ++side) {
       const Tensor* w = uses.Const(mul.inputs[1 - side]);
@@ -72,25 +64,25 @@ int FuseRMSNorm(Graph& g, UseDefIndex& uses) {
       std::vector<const Node*> chain;
       std::string norm_out = mul.inputs[side];
       if (half) {
-        const Node* narrow = inner(norm_out, "Cast");
+        const Node* narrow = uses.SoleUseProducer(norm_out, "Cast");
         if (!narrow || narrow->GetInt("to", 0) != kOnnxFloat16) continue;
         chain.push_back(narrow);
         norm_out = narrow->inputs[0];
       }
       // Div(x, den), or Mul(x, inv) with inv = Div(1, den) | Reciprocal(den), either order.
-      const Node* scale = inner(norm_out, "Div");
+      const Node* scale = uses.SoleUseProducer(norm_out, "Div");
       std::string x, den;
       bool reciprocal = false;
       if (scale && scale->inputs.size() == 2) {
         x = scale->inputs[0];
         den = scale->inputs[1];
-      } else if ((scale = inner(norm_out, "Mul")) != nullptr && scale->inputs.size() == 2) {
+      } else if ((scale = uses.SoleUseProducer(norm_out, "Mul")) != nullptr && scale->inputs.size() == 2) {
         reciprocal = true;
         for (int s = 0; s < 2 && den.empty(); ++s) {
-          const Node* inv = inner(scale->inputs[s], "Div");
+          const Node* inv = uses.SoleUseProducer(scale->inputs[s], "Div");
           if (inv && inv->inputs.size() == 2 && IsScalar(uses.Const(inv->inputs[0]), 1.0f)) {
             den = inv->inputs[1];
-          } else if ((inv = inner(scale->inputs[s], "Reciprocal")) != nullptr) {
+          } else if ((inv = uses.SoleUseProducer(scale->inputs[s], "Reciprocal")) != nullptr) {
             den = inv->inputs[0];
           } else {
             continue;
@@ -111,7 +103,7 @@ int FuseRMSNorm(Graph& g, UseDefIndex& uses) {
         const size_t square = index(chain.back()), scaling = index(scale);
         bool chain_only = !uses.IsGraphOutput(x);
         for (const UseDefIndex::Use& u : uses.Readers(x)) chain_only &= u.node == square || u.node == scaling;
-        if (!widen || !IsOp(*widen, "Cast") || widen->GetInt("to", 0) != kOnnxFloat || !chain_only || t == nullptr ||
+        if (!widen || !IsOnnxOp(*widen, "Cast") || widen->GetInt("to", 0) != kOnnxFloat || !chain_only || t == nullptr ||
             t->kind != TypeInfo::Kind::kTensor || t->elem != DType::kFloat16) {
           continue;
         }

@@ -15,23 +15,13 @@
 
 namespace oneinfer {
 
-namespace {
-
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
-}  // namespace
-
 int FuseRotateHalf(Graph& g, UseDefIndex& uses) {
   std::vector<bool> drop(g.nodes.size(), false);
   auto index = [&](const Node* n) { return static_cast<size_t>(n - g.nodes.data()); };
-  // The producer of `v` if it is an `op` node read by the chain alone (never a graph output).
+  // The producer of `v` if the chain alone reads it (use_def.h) and no match has taken it yet.
   auto inner = [&](const std::string& v, const char* op) -> const Node* {
-    const Node* p = uses.Producer(v);
-    if (p == nullptr || uses.Readers(v).size() != 1 || uses.IsGraphOutput(v) || !IsOp(*p, op) ||
-        drop[index(p)]) {
-      return nullptr;
-    }
-    return p;
+    const Node* p = uses.SoleUseProducer(v, op);
+    return p != nullptr && !drop[index(p)] ? p : nullptr;
   };
   // The rotate_half chain under t * cos (tc) and rot * sin (rs): the nodes and t, cos, sin.
   struct Match {
@@ -89,7 +79,7 @@ int FuseRotateHalf(Graph& g, UseDefIndex& uses) {
   };
   int fused = 0;
   for (Node& add : g.nodes) {
-    if (!IsOp(add, "Add") || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    if (!IsOnnxOp(add, "Add") || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
     const Node* m0 = inner(add.inputs[0], "Mul");
     const Node* m1 = inner(add.inputs[1], "Mul");
     if (m0 == nullptr || m1 == nullptr || m0->inputs.size() != 2 || m1->inputs.size() != 2) continue;

@@ -18,8 +18,6 @@ namespace oneinfer {
 
 namespace {
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 bool IsFloat32(const TypeInfo* t) { return t != nullptr && t->kind == TypeInfo::Kind::kTensor && t->elem == DType::kFloat32; }
 
 // Both shapes known and the same, dimension by dimension (equal sizes or the same symbol).
@@ -40,17 +38,14 @@ int FuseSiLU(Graph& g, UseDefIndex& uses) {
   using Op = internal_ops::SiLU;
   std::vector<bool> drop(g.nodes.size(), false);
   auto index = [&](const Node* n) { return static_cast<size_t>(n - g.nodes.data()); };
-  // The producer of `v` if it is an `op` node read by the chain alone (never a graph output).
+  // The producer of `v` if the chain alone reads it (use_def.h) and no match has taken it yet.
   auto inner = [&](const std::string& v, const char* op) -> const Node* {
-    const Node* p = uses.Producer(v);
-    if (p == nullptr || uses.Readers(v).size() != 1 || uses.IsGraphOutput(v) || !IsOp(*p, op) || drop[index(p)]) {
-      return nullptr;
-    }
-    return p;
+    const Node* p = uses.SoleUseProducer(v, op);
+    return p != nullptr && !drop[index(p)] ? p : nullptr;
   };
   // Mul(x, Sigmoid(x)) in either order: the Sigmoid node, x in *x; null if `mul` is not one.
   auto silu_of = [&](const Node& mul, std::string* x) -> const Node* {
-    if (!IsOp(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1 || drop[index(&mul)]) return nullptr;
+    if (!IsOnnxOp(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1 || drop[index(&mul)]) return nullptr;
     for (size_t side = 0; side < 2; ++side) {
       const Node* sig = inner(mul.inputs[side], "Sigmoid");
       if (sig == nullptr || sig->inputs.size() != 1 || sig->inputs[0] != mul.inputs[1 - side]) continue;
@@ -73,7 +68,7 @@ int FuseSiLU(Graph& g, UseDefIndex& uses) {
   int fused = 0;
   // The gated form first (its inner Mul would otherwise be taken alone), then SiLU alone.
   for (Node& mul : g.nodes) {
-    if (!IsOp(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
+    if (!IsOnnxOp(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
     for (size_t side = 0; side < 2; ++side) {
       const Node* act = inner(mul.inputs[side], "Mul");
       std::string x;

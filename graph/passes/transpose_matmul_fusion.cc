@@ -11,8 +11,6 @@ namespace oneinfer {
 
 namespace {
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 // v's element type when it is a known float32 or float16 tensor, else kUndefined.
 DType FloatElem(const Graph& g, const std::string& v) {
   const TypeInfo* t = g.FindType(v);
@@ -34,12 +32,12 @@ int FuseTransposeIntoMatMul(Graph& g, UseDefIndex& uses) {
   std::vector<bool> drop(g.nodes.size(), false);
   int fused = 0;
   for (Node& mm : g.nodes) {
-    if (!IsOp(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+    if (!IsOnnxOp(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
     const std::string& bt = mm.inputs[1];
     const long t = uses.ProducerIndex(bt);
     if (t < 0 || drop[static_cast<size_t>(t)]) continue;
     const Node& tr = g.nodes[static_cast<size_t>(t)];
-    if (!IsOp(tr, "Transpose") || tr.inputs.size() != 1 || uses.Readers(bt).size() != 1 || uses.IsGraphOutput(bt)) continue;
+    if (!IsOnnxOp(tr, "Transpose") || tr.inputs.size() != 1 || uses.Readers(bt).size() != 1 || uses.IsGraphOutput(bt)) continue;
     // Rank 2 or more on both sides: a rank-1 A would be promoted differently by FusedMatMul.
     const TypeInfo* a_type = g.FindType(mm.inputs[0]);
     if (!SwapsLastTwo(tr.GetInts("perm")) || a_type == nullptr || !a_type->shape || a_type->shape->size() < 2) continue;

@@ -30,6 +30,11 @@ const Node* UseDefIndex::Producer(const std::string& v) const {
   return k < 0 ? nullptr : &g_->nodes[static_cast<size_t>(k)];
 }
 
+const Node* UseDefIndex::SoleUseProducer(const std::string& v, const char* op) const {
+  const Node* p = Producer(v);
+  return p != nullptr && Readers(v).size() == 1 && !IsGraphOutput(v) && IsOnnxOp(*p, op) ? p : nullptr;
+}
+
 const std::vector<UseDefIndex::Use>& UseDefIndex::Readers(const std::string& v) const {
   static const std::vector<Use> kNone;
   auto it = readers_.find(v);

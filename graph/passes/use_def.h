@@ -12,6 +12,9 @@
 
 namespace oneinfer {
 
+// n is the ai.onnx operator `op` (the loader writes ai.onnx's domain as "").
+inline bool IsOnnxOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
 class UseDefIndex {
  public:
   // One read of a value: node `node` reads it in input slot `slot`, or through its subgraphs
@@ -32,6 +35,9 @@ class UseDefIndex {
   long ProducerIndex(const std::string& v) const;
   // The node producing `v`, or null.
   const Node* Producer(const std::string& v) const;
+  // The ai.onnx `op` node producing `v` when a fusion may take it into a chain: `v` has one
+  // reader and is not a graph output; null otherwise.
+  const Node* SoleUseProducer(const std::string& v, const char* op) const;
   // Every read of `v` by a node, in node order (input slots, then subgraph reads); graph
   // outputs are not in it (IsGraphOutput).
   const std::vector<Use>& Readers(const std::string& v) const;

@@ -11,8 +11,6 @@ namespace oneinfer {
 
 namespace {
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 bool AllBytes(const Tensor& t, uint8_t v) {
   const uint8_t* p = t.data<uint8_t>();
   for (int64_t i = 0; i < t.num_elements(); ++i)
@@ -83,7 +81,7 @@ int FuseWeightDequantMatMul(Graph& g, UseDefIndex& uses, std::vector<std::string
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& dq = g.nodes[k];
     // DequantizeLinear-23's output_dtype is left to its kernel, which checks it.
-    if (!IsOp(dq, "DequantizeLinear") || !dq.HasOutput(0) || dq.GetInt("output_dtype", 0) != 0) continue;
+    if (!IsOnnxOp(dq, "DequantizeLinear") || !dq.HasOutput(0) || dq.GetInt("output_dtype", 0) != 0) continue;
     const std::string& out = dq.outputs[0];
     // Plain readers (input slots); a subgraph read or a graph output keeps the float weight.
     std::vector<size_t> rd;
@@ -95,13 +93,13 @@ int FuseWeightDequantMatMul(Graph& g, UseDefIndex& uses, std::vector<std::string
     only_matmul_b = only_matmul_b && !rd.empty();
     for (size_t r : rd) {
       const Node& mm = g.nodes[r];
-      only_matmul_b = only_matmul_b && IsOp(mm, "MatMul") && mm.inputs.size() == 2 &&
+      only_matmul_b = only_matmul_b && IsOnnxOp(mm, "MatMul") && mm.inputs.size() == 2 &&
                       mm.inputs[1] == out && mm.inputs[0] != out;
       // A dequantised activation makes this a QDQ group: the exact QDQ fusion's (or, refused
       // or switched off with SessionOptions::qdq_fusion, the per-node path's), never a dynamic
       // requantisation.
       const Node* a = uses.Producer(mm.inputs.empty() ? std::string() : mm.inputs[0]);
-      only_matmul_b = only_matmul_b && !(a != nullptr && IsOp(*a, "DequantizeLinear"));
+      only_matmul_b = only_matmul_b && !(a != nullptr && IsOnnxOp(*a, "DequantizeLinear"));
     }
     if (!only_matmul_b) continue;  // not the weight-only pattern: nothing to say
     int64_t axis = 0, block_size = 0;
