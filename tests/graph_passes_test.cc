@@ -686,6 +686,44 @@ TEST(MatMulGroupFusion, ProjectionsOfOneARunAsOneNodeWithTheBitsOfEachMatMulAlon
   }
 }
 
+// A weight a Constant node makes after the group's first MatMul (the loader turns a file's
+// Constants into initializers, but a graph built in memory may hold one): that MatMul stays alone,
+// as the group node takes the first one's place; the others group.
+TEST(MatMulGroupFusion, AWeightMadeAfterTheFirstMatMulDoesNotJoin) {
+  Graph g;
+  g.inputs.push_back(ValueInfo{"a", {}});
+  auto weight = [] { return Tensor::FromVector(DType::kFloat32, {2, 3}, std::vector<float>(6, 0.5f)); };
+  g.initializers["w0"] = weight();
+  g.initializers["w2"] = weight();
+  auto matmul = [](const std::string& w, const std::string& y) {
+    Node n;
+    n.op_type = "MatMul";
+    n.inputs = {"a", w};
+    n.outputs = {y};
+    return n;
+  };
+  Node c;
+  c.op_type = "Constant";
+  c.outputs = {"w1"};
+  Attribute value;
+  value.name = "value";
+  value.type = Attribute::Type::kTensor;
+  value.t = weight();
+  c.attrs["value"] = value;
+  g.nodes = {matmul("w0", "y0"), c, matmul("w1", "y1"), matmul("w2", "y2")};
+  for (const char* y : {"y0", "y1", "y2"}) g.outputs.push_back(ValueInfo{y, {}});
+  UseDefIndex uses(g);
+  ASSERT_NE(uses.Const("w1"), nullptr);
+  EXPECT_EQ(FuseMatMulGroups(g, uses), 1);
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].op_type, internal_ops::MatMulGroup::kName);
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"a", "w0", "w2"}));
+  EXPECT_EQ(g.nodes[0].outputs, (std::vector<std::string>{"y0", "y2"}));
+  EXPECT_EQ(g.nodes[2].op_type, "MatMul");
+  EXPECT_EQ(g.nodes[2].inputs[1], "w1");
+  EXPECT_TRUE(uses == UseDefIndex(g));
+}
+
 // A MatMulGroup a file spells itself: weights it cannot bind fail the load, an A of another
 // width fails the run; both name the node.
 TEST(MatMulGroupFusion, WeightsAndInputsTheKernelCannotTakeAreClearErrors) {

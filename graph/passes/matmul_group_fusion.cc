@@ -29,7 +29,11 @@ int FuseMatMulGroups(Graph& g, UseDefIndex& uses) {
         (w->dtype() != DType::kFloat32 && w->dtype() != DType::kFloat16)) {
       continue;
     }
-    groups[{n.inputs[0], w->dim(0), w->dtype()}].push_back(k);
+    // The node takes the first member's place: a weight a Constant node makes after it (folding
+    // off) cannot join.
+    std::vector<size_t>& group = groups[{n.inputs[0], w->dim(0), w->dtype()}];
+    if (!group.empty() && uses.ProducerIndex(n.inputs[1]) > static_cast<long>(group.front())) continue;
+    group.push_back(k);
   }
   std::vector<bool> drop(g.nodes.size(), false);
   int fused = 0;
