@@ -9,6 +9,7 @@
 #include <iterator>
 #include <type_traits>
 
+#include "absl/types/span.h"
 #include "base/kernel_tier.h"
 #include "base/thread_pool.h"
 #include "quant/gemm_s8_internal.h"
@@ -179,7 +180,7 @@ struct Target {
 // Products of one a with every target's weight (one K), a prepared once and every weight's
 // panels shared out over the pool as one run; each target's result is what it gets alone.
 template <typename Src>
-void Run(int64_t M, const Src* a, int64_t lda, const std::vector<Target>& targets, ThreadPool* pool) {
+void Run(int64_t M, const Src* a, int64_t lda, absl::Span<const Target> targets, ThreadPool* pool) {
   if (M <= 0 || targets.empty()) return;
   const int64_t K = targets[0].w->K();
   if (K <= 0) {
@@ -241,7 +242,8 @@ template <typename Src>
 void Run(int64_t M, const Src* a, int64_t lda, const PackedWeightsS8& w, int32_t* c, int64_t ldc,
          ThreadPool* pool, const Epilogue& e = {}) {
   if (w.N() <= 0) return;
-  Run(M, a, lda, std::vector<Target>{Target{&w, c, ldc, e}}, pool);
+  const Target target{&w, c, ldc, e};
+  Run(M, a, lda, absl::MakeConstSpan(&target, 1), pool);
 }
 
 template <typename Src>
@@ -329,9 +331,7 @@ void GemmS8S8F32Scaled(int64_t M, const int8_t* a, int64_t lda, const PackedWeig
 void GemmS8S8F32ScaledGroup(int64_t M, const int8_t* a, int64_t lda, const std::vector<GemmS8ScaledOutput>& outs,
                             const float* row_scales, ThreadPool* pool) {
   std::vector<Target> targets;
-  for (const GemmS8ScaledOutput& o : outs) {
-    if (o.w->N() > 0) targets.push_back(Target{o.w, nullptr, 0, Epilogue{row_scales, o.col_scales, o.y, o.ldy}});
-  }
+  for (const GemmS8ScaledOutput& o : outs) targets.push_back(Target{o.w, nullptr, 0, Epilogue{row_scales, o.col_scales, o.y, o.ldy}});
   Run(M, a, lda, targets, pool);
 }
 

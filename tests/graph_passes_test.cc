@@ -205,6 +205,26 @@ onnx::ModelProto TorchNormModel(bool half, bool reciprocal_op, const std::string
   return m;
 }
 
+// `m` as a session on `feeds`: each requested output's bits (float32, or float16's patterns).
+std::vector<std::vector<uint32_t>> RunBits(const onnx::ModelProto& m, const std::vector<Feed>& feeds,
+                                           const std::vector<std::string>& outputs, const SessionOptions& options) {
+  const std::string bytes = m.SerializeAsString();
+  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(feeds, outputs);
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  std::vector<std::vector<uint32_t>> bits;
+  for (const Tensor& y : *out) {
+    bits.emplace_back();
+    for (int64_t i = 0; i < y.num_elements(); ++i) {
+      bits.back().push_back(y.dtype() == DType::kFloat16 ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
+    }
+  }
+  return bits;
+}
+
 // Runs `m` through the session's passes (how many rewrites `pass` made into *fused), then as a
 // session on `feeds`, and returns output "y"'s bits: the fused and unfused forms of a model are
 // compared bit for bit.
@@ -216,18 +236,8 @@ std::vector<uint32_t> FusedRunBits(const onnx::ModelProto& m, const char* pass, 
   ctx.report = &report;
   EXPECT_TRUE(RunSessionPasses(model->graph, ctx).ok());
   *fused = report.counts[pass];
-  const std::string bytes = m.SerializeAsString();
-  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), options);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto out = (*s)->Run(feeds, {"y"});
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (!out.ok()) return {};
-  const Tensor& y = (*out)[0];
-  const bool half = y.dtype() == DType::kFloat16;
-  std::vector<uint32_t> bits;
-  for (int64_t i = 0; i < y.num_elements(); ++i) bits.push_back(half ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
-  return bits;
+  std::vector<std::vector<uint32_t>> bits = RunBits(m, feeds, {"y"}, options);
+  return bits.empty() ? std::vector<uint32_t>{} : bits[0];
 }
 
 TEST(RMSNormFusion, TorchsRsqrtFormAndItsFloat16CastsRunFusedToTheUnfusedValues) {
@@ -616,25 +626,6 @@ onnx::ModelProto ProjectionsModel(bool half, const std::vector<int64_t>& widths,
     *g->add_output() = testing::TensorInfo("yb", elem, {2, 9, 5});
   }
   return m;
-}
-
-std::vector<std::vector<uint32_t>> RunBits(const onnx::ModelProto& m, const std::vector<Feed>& feeds,
-                                           const std::vector<std::string>& outputs, const SessionOptions& options) {
-  const std::string bytes = m.SerializeAsString();
-  auto s = Session::LoadFromBuffer(bytes.data(), bytes.size(), options);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto out = (*s)->Run(feeds, outputs);
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (!out.ok()) return {};
-  std::vector<std::vector<uint32_t>> bits;
-  for (const Tensor& y : *out) {
-    bits.emplace_back();
-    for (int64_t i = 0; i < y.num_elements(); ++i) {
-      bits.back().push_back(y.dtype() == DType::kFloat16 ? y.data<uint16_t>()[i] : std::bit_cast<uint32_t>(y.data<float>()[i]));
-    }
-  }
-  return bits;
 }
 
 TEST(MatMulGroupFusion, ProjectionsOfOneARunAsOneNodeWithTheBitsOfEachMatMulAlone) {
